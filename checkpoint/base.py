@@ -1,0 +1,176 @@
+"""The CheckpointStore interface and the records it keeps.
+
+Durable steps go in one order: sink write, then checkpoint, then Kafka offset. A checkpoint
+therefore never claims more than the sinks hold; losing one only causes rework.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.records import VideoRef
+
+
+class VideoState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class StageProgress(BaseModel):
+    done: int = 0  # chunks finished by this stage
+    total: int | None = None  # known once decoding has ended
+
+
+class VideoStatus(BaseModel):
+    """Everything known about one video's processing; what the progress API returns."""
+
+    model_config = ConfigDict(frozen=True)
+
+    video_id: str
+    tenant: str = "default"
+    uri: str = ""
+    status: VideoState
+    pipeline_version: str = ""
+    stage: str | None = None  # the stage working now (or that failed)
+    stages: dict[str, StageProgress] = Field(default_factory=dict)
+    attempts: int = 0
+    epoch: int = 0
+    frames: int = 0
+    error_code: str | None = None
+    error_message: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)  # stage -> seconds
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class OutboxEvent(BaseModel):
+    """A notification to deliver (webhook, status topic); appended with the final transition."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str  # "video.done" | "video.failed"
+    video_id: str
+    tenant: str
+    pipeline_version: str
+    callback_url: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    timestamp: datetime
+
+    @property
+    def webhook_id(self) -> str:
+        """Deterministic: the same (video, event type, pipeline version) is the same message, so
+        a repeated delivery carries the same id and receivers can deduplicate."""
+        digest = hashlib.sha256(
+            f"{self.video_id}\x00{self.type}\x00{self.pipeline_version}".encode()
+        ).hexdigest()
+        return f"msg_{digest[:32]}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The result of taking a video for processing."""
+
+    epoch: int  # the owner epoch every later write must carry
+    skip: bool  # True: already done for this pipeline version, nothing to do
+    status: VideoStatus
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    video_id: str
+    tenant: str
+    status: VideoState
+    stage: str | None
+    done: int
+    total: int | None
+    at: datetime
+
+
+class CheckpointStore(ABC):
+    """Per-video records. Every write after ``claim`` carries the claim's epoch; a write with
+    an older epoch raises ``StaleEpoch`` so a stale worker can never overwrite a newer one."""
+
+    @abstractmethod
+    async def mark_queued(self, ref: VideoRef, pipeline_version: str) -> VideoStatus:
+        """Record that an event arrived; keeps a done/running record as it is."""
+
+    @abstractmethod
+    async def claim(self, ref: VideoRef, pipeline_version: str) -> Claim:
+        """Take the video: bump its epoch and set it running, unless it is done for this
+        pipeline version (then ``skip``)."""
+
+    @abstractmethod
+    async def advance(
+        self, video_id: str, epoch: int, stage: str, done: int, total: int | None = None
+    ) -> None:
+        """Record that ``stage`` has finished ``done`` chunks (of ``total``, once known)."""
+
+    @abstractmethod
+    async def mark_done(
+        self,
+        video_id: str,
+        epoch: int,
+        *,
+        frames: int,
+        timings: Mapping[str, float],
+        outbox: OutboxEvent,
+    ) -> None:
+        """Final transition to done and the outbox entry, in one atomic step."""
+
+    @abstractmethod
+    async def mark_failed(
+        self,
+        ref: VideoRef,
+        epoch: int | None,
+        *,
+        code: str,
+        message: str,
+        pipeline_version: str,
+        stage: str | None,
+        outbox: OutboxEvent,
+    ) -> None:
+        """Final transition to failed and the outbox entry, in one atomic step. ``epoch`` is
+        None for a video that never got claimed (an invalid event)."""
+
+    @abstractmethod
+    async def get(self, video_id: str) -> VideoStatus | None: ...
+
+    @abstractmethod
+    async def list(
+        self,
+        *,
+        status: VideoState | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[VideoStatus], str | None]:
+        """Newest first; returns the page and the cursor of the next one (None at the end)."""
+
+    @abstractmethod
+    def progress(self) -> AsyncIterator[ProgressEvent]:
+        """Live progress events of every video, from now on."""
+
+    @abstractmethod
+    async def read_outbox(
+        self, consumer: str, *, count: int = 16, block_ms: int = 1000
+    ) -> list[tuple[str, OutboxEvent]]:
+        """Entries not yet acknowledged by the notifier group: first those this consumer
+        already took and did not ack (after a crash), then new ones."""
+
+    @abstractmethod
+    async def ack_outbox(self, entry_ids: list[str]) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...

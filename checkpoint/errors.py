@@ -1,0 +1,17 @@
+"""Errors of the checkpoint store."""
+
+from __future__ import annotations
+
+from core.errors import PermanentError, RetryableError
+
+
+class StaleEpoch(PermanentError):
+    """A write carried an older owner epoch than the record's: another attempt owns the video."""
+
+    code = "stale_epoch"
+
+
+class CheckpointUnavailable(RetryableError):
+    """Redis could not be reached or timed out."""
+
+    code = "checkpoint_unavailable"

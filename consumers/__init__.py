@@ -1,0 +1,1 @@
+"""Kafka consumer-group members that turn upload events into videos to process."""

@@ -1,0 +1,20 @@
+"""Errors of the consumers."""
+
+from __future__ import annotations
+
+from core.errors import PermanentError, RetryableError
+
+
+class InvalidEvent(PermanentError):
+    """An upload event that cannot be processed. ``video_id`` is set when one could be read,
+    so the video still gets a failed status with the reason."""
+
+    code = "invalid_event"
+
+    def __init__(self, message: str, *, code: str | None = None, video_id: str | None = None):
+        super().__init__(message, code=code)
+        self.video_id = video_id
+
+
+class BrokerUnavailable(RetryableError):
+    code = "broker_unavailable"

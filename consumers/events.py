@@ -1,0 +1,105 @@
+"""The ``videos.uploaded`` event contract. The Kafka key is the ``video_id``."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from consumers.errors import InvalidEvent
+from core.records import VideoRef
+
+# Ids end up in object keys, Redis keys and URLs: keep them to a safe alphabet.
+VIDEO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+URI_SCHEMES = ("file", "s3", "http", "https")
+
+
+class VideoUploaded(BaseModel):
+    """One uploaded video to understand."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+    schema_version: Literal[1] = 1
+    video_id: str = Field(pattern=VIDEO_ID_PATTERN.pattern)
+    uri: str = Field(min_length=1, max_length=4096)
+    tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    callback_url: str | None = Field(default=None, max_length=2048)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    submitted_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, uri: str) -> str:
+        scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+        if scheme not in URI_SCHEMES:
+            raise ValueError(f"uri scheme must be one of {', '.join(URI_SCHEMES)}")
+        return uri
+
+    @field_validator("callback_url")
+    @classmethod
+    def _http_callback(cls, url: str | None) -> str | None:
+        if url is not None and not url.lower().startswith(("http://", "https://")):
+            raise ValueError("callback_url must be an http(s) URL")
+        return url
+
+    def to_ref(self) -> VideoRef:
+        return VideoRef(
+            video_id=self.video_id,
+            uri=self.uri,
+            tenant=self.tenant,
+            callback_url=self.callback_url,
+            metadata=dict(self.metadata),
+        )
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json().encode()
+
+
+def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> VideoUploaded:
+    """Validate one Kafka record; raise ``InvalidEvent`` with a reason code if it is not a
+    valid upload event. The key, when present, must equal the body's ``video_id``."""
+    key_id = _readable_id(key)
+    if value is None:
+        raise InvalidEvent("record has no value", code="event_empty", video_id=key_id)
+    if len(value) > max_bytes:
+        raise InvalidEvent(
+            f"event is {len(value)} bytes, the limit is {max_bytes}",
+            code="event_too_large",
+            video_id=key_id,
+        )
+    try:
+        body = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidEvent(f"event is not JSON: {exc}", code="event_not_json", video_id=key_id)
+    if not isinstance(body, dict):
+        raise InvalidEvent("event must be a JSON object", code="event_invalid", video_id=key_id)
+    body_id = body.get("video_id")
+    readable = body_id if isinstance(body_id, str) and VIDEO_ID_PATTERN.match(body_id) else key_id
+    try:
+        event = VideoUploaded.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'event'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise InvalidEvent(problems, code="event_invalid", video_id=readable) from None
+    if key_id is not None and key_id != event.video_id:
+        raise InvalidEvent(
+            f"record key {key_id!r} differs from video_id {event.video_id!r}",
+            code="event_key_mismatch",
+            video_id=event.video_id,
+        )
+    return event
+
+
+def _readable_id(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        text = key.decode()
+    except UnicodeDecodeError:
+        return None
+    return text if VIDEO_ID_PATTERN.match(text) else None

@@ -1,0 +1,1 @@
+"""Shared contracts of reelsense: errors, records and configuration."""

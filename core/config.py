@@ -1,0 +1,189 @@
+"""Configuration: one frozen settings model per subsystem, environment prefix ``REELSENSE_``.
+
+Every subsystem reads its own model (``REELSENSE_KAFKA_BOOTSTRAP=...`` sets
+``KafkaSettings.bootstrap``). A YAML file may override any value; see ``ServiceConfig.load``.
+Secrets are ``SecretStr`` and never appear in logs or reprs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _settings(prefix: str) -> SettingsConfigDict:
+    return SettingsConfigDict(env_prefix=f"REELSENSE_{prefix}", frozen=True, extra="forbid")
+
+
+class KafkaSettings(BaseSettings):
+    model_config = _settings("KAFKA_")
+
+    bootstrap: str = "127.0.0.1:9092"
+    topic: str = "videos.uploaded"
+    dead_letter_topic: str = "videos.uploaded.dlq"
+    status_topic: str = "videos.status"
+    group_id: str = "reelsense"
+    max_in_flight: int = Field(default=8, ge=1)  # videos processed at once by one consumer
+    max_event_bytes: int = Field(default=64 * 1024, ge=1024)
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    commit_interval_s: float = 1.0
+
+
+class RedisSettings(BaseSettings):
+    model_config = _settings("REDIS_")
+
+    url: str = "redis://127.0.0.1:6379/0"
+    key_prefix: str = "rs"
+    password: SecretStr | None = None
+
+
+class StorageSettings(BaseSettings):
+    """Where results live: Lance tables and the object store (local folders or S3)."""
+
+    model_config = _settings("STORAGE_")
+
+    lance_uri: str = ".reelsense/lance"  # a folder or s3://bucket/prefix
+    object_store_uri: str = ".reelsense/objects"  # a folder or s3://bucket/prefix
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: SecretStr | None = None
+    s3_secret_access_key: SecretStr | None = None
+    writer_batch_videos: int = Field(default=16, ge=1)  # videos per Lance commit at most
+    writer_flush_s: float = 0.5
+
+
+class LimitSettings(BaseSettings):
+    """What an input may be. Anything beyond fails the video with a clear reason."""
+
+    model_config = _settings("LIMITS_")
+
+    file_roots: tuple[str, ...] = ()  # file:// URIs are allowed only below these folders
+    max_bytes: int = 2 * 1024**3
+    max_duration_s: float = 4 * 3600.0
+    max_width: int = 7680
+    max_height: int = 4320
+    max_fps: float = 240.0
+    max_streams: int = 16
+    max_frames: int = 20_000  # sampled frames per video
+    containers: tuple[str, ...] = ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts")
+    codecs: tuple[str, ...] = ("h264", "hevc", "vp8", "vp9", "av1", "mpeg4", "mjpeg")
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0
+    total_timeout_s: float = 600.0
+
+
+class StageSettings(BaseSettings):
+    """Parameters of the stages; all of them feed the pipeline version."""
+
+    model_config = _settings("STAGES_")
+
+    sample_mode: Literal["fps", "keyframes"] = "fps"
+    sample_fps: float = Field(default=1.0, gt=0)
+    chunk_frames: int = Field(default=8, ge=1)
+    max_side: int = Field(default=1280, ge=64)  # frames are downscaled so the long side fits
+    ocr_det_limit_side: int = 640
+    ocr_min_score: float = 0.5
+    ocr_threads: int = 1
+    embed_model: str = "all-MiniLM-L6-v2"
+    embed_threads: int = 1
+    vlm_model: str | None = None  # off unless configured: a path or model id
+    vlm_engine: Literal["transformers", "vllm"] = "transformers"
+    vlm_prompt: str = "Describe this video frame in one sentence."
+    vlm_max_new_tokens: int = 32
+
+
+class PoolSettings(BaseModel):
+    """Resources and replicas of one stage pool on Ray."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_cpus: float = 0.5
+    num_gpus: float = 0.0
+    memory_mb: int = 0
+    min_replicas: int = 1
+    max_replicas: int = 1
+    max_batch_size: int = 4
+    batch_wait_timeout_s: float = 0.02
+
+
+class RaySettings(BaseSettings):
+    model_config = _settings("RAY_")
+
+    address: str | None = None  # None starts a local Ray
+    namespace: str = "reelsense"
+    num_cpus: int | None = None  # for a local Ray only
+    fetch: PoolSettings = PoolSettings(num_cpus=0.1)
+    decode: PoolSettings = PoolSettings(num_cpus=0.5)
+    ocr: PoolSettings = PoolSettings(num_cpus=0.9)
+    vlm: PoolSettings = PoolSettings(num_cpus=0.5)
+    embed: PoolSettings = PoolSettings(num_cpus=0.3)
+
+
+class WebhookSubscription(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    tenant: str | None = None  # None: every tenant
+    events: tuple[str, ...] = ("video.done", "video.failed")
+
+
+class NotifySettings(BaseSettings):
+    model_config = _settings("NOTIFY_")
+
+    # Standard Webhooks secrets ("whsec_" + base64). Several sign at once during a rotation.
+    webhook_secrets: tuple[SecretStr, ...] = ()
+    subscriptions: tuple[WebhookSubscription, ...] = ()
+    timeout_s: float = 15.0
+    # Seconds to wait before each retry; the Standard Webhooks schedule.
+    retry_schedule_s: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    jitter: float = 0.1
+    allow_private_targets: bool = False  # tests and the local demo deliver to 127.0.0.1
+
+
+class ApiSettings(BaseSettings):
+    model_config = _settings("API_")
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    tokens: dict[str, SecretStr] = {}  # bearer token -> tenant; empty: no auth (local use)
+
+
+class ServiceConfig(BaseModel):
+    """All settings of one service process."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    stages: StageSettings = Field(default_factory=StageSettings)
+    ray: RaySettings = Field(default_factory=RaySettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> ServiceConfig:
+        """Environment first, then the YAML file at ``path``, then ``overrides`` (per section)."""
+        sections: dict[str, Any] = {}
+        if path is not None:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{path}: expected a mapping of sections")
+            sections.update(loaded)
+        for name, values in overrides.items():
+            sections[name] = {**sections.get(name, {}), **values}
+        built: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            settings_cls = field.annotation
+            assert isinstance(settings_cls, type)
+            built[name] = settings_cls(**sections.pop(name, {}))
+        if sections:
+            raise ValueError(f"unknown configuration sections: {sorted(sections)}")
+        return cls(**built)

@@ -1,0 +1,91 @@
+"""Records that flow between stages, sinks and the checkpoint store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Image = npt.NDArray[np.uint8]  # H x W x 3, RGB
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class VideoRef:
+    """What an upload event asks for: one video to understand."""
+
+    video_id: str
+    uri: str
+    tenant: str = "default"
+    callback_url: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    """What the container says about the video before any frame is decoded."""
+
+    container: str
+    codec: str
+    width: int
+    height: int
+    fps: float
+    duration_s: float
+    video_streams: int
+    audio_streams: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class LocalVideo:
+    """A fetched and probed video, readable at ``path`` on the worker that fetched it."""
+
+    ref: VideoRef
+    path: str
+    probe: ProbeInfo
+    temporary: bool = False  # True when ``path`` is a download that should be removed after use
+
+
+@dataclass(frozen=True)
+class OcrLine:
+    text: str
+    score: float
+    box: tuple[tuple[float, float], ...]  # polygon corners, pixel coordinates
+
+
+@dataclass
+class Frame:
+    """One sampled frame and what the stages found in it."""
+
+    index: int  # position among the sampled frames of the video, 0-based
+    timestamp_s: float
+    image: Image | None
+    keyframe: bool = False
+    ocr_lines: list[OcrLine] = field(default_factory=list)
+    caption: str = ""
+    embedding: Vector | None = None
+
+    @property
+    def ocr_text(self) -> str:
+        return " ".join(line.text for line in self.ocr_lines)
+
+    @property
+    def text(self) -> str:
+        """All text known about the frame: what is written in it, then what it shows."""
+        return " ".join(part for part in (self.ocr_text, self.caption) if part)
+
+
+@dataclass
+class Chunk:
+    """A batch of consecutive sampled frames of one video: the unit of streaming and checkpoints."""
+
+    video_id: str
+    index: int
+    frames: list[Frame]
+    last: bool = False  # True on the final chunk of the video
+
+    def without_images(self) -> Chunk:
+        """A copy small enough to persist: stage outputs kept, pixels dropped."""
+        return replace(self, frames=[replace(f, image=None) for f in self.frames])

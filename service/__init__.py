@@ -1,0 +1,1 @@
+"""Wiring of reelsense: runtime, notifier, API, CLI and the embedded stack."""

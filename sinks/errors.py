@@ -1,0 +1,17 @@
+"""Errors of the sinks."""
+
+from __future__ import annotations
+
+from core.errors import PermanentError, RetryableError
+
+
+class SinkUnavailable(RetryableError):
+    """The table or object store could not be written right now."""
+
+    code = "sink_unavailable"
+
+
+class SinkRejected(PermanentError):
+    """The store refused the write for a reason retrying cannot fix (permissions, schema)."""
+
+    code = "sink_rejected"

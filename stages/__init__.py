@@ -1,0 +1,1 @@
+"""Pipeline stages: plain classes that run the same under every runner."""

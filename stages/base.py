@@ -1,0 +1,59 @@
+"""The Stage interface.
+
+A stage is a plain class. Its constructor stores configuration only; ``setup()`` loads models
+inside the worker that will run it; ``process_batch(items) -> items`` does the work;
+``teardown()`` frees what ``setup()`` took. The same class runs under the sequential runner
+(tests, baselines), the streaming service on Ray, and Ray Data (batch backfill).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Generic, TypeVar
+
+InT = TypeVar("InT")
+OutT = TypeVar("OutT")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one replica of a stage needs; fractional CPUs are normal."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+    memory_mb: int = 0
+
+
+class Stage(ABC, Generic[InT, OutT]):
+    """One step of the pipeline."""
+
+    name: ClassVar[str]
+    resources: Resources = Resources()
+
+    def version_params(self) -> Mapping[str, object]:
+        """Parameters and model ids that change this stage's output; they feed the pipeline
+        version, so changing one makes finished videos eligible for recomputation."""
+        return {}
+
+    def setup(self) -> None:  # noqa: B027 - optional hook
+        """Load models and open clients; runs once in the worker."""
+
+    @abstractmethod
+    def process_batch(self, items: Sequence[InT]) -> list[OutT]:
+        """Process items, possibly from several videos at once."""
+
+    def teardown(self) -> None:  # noqa: B027 - optional hook
+        """Release what ``setup()`` took."""
+
+
+class StreamingStage(Stage[InT, OutT]):
+    """A stage that turns one input into many outputs while it works (decode -> chunks)."""
+
+    @abstractmethod
+    def stream(self, item: InT) -> Iterator[OutT]:
+        """Yield outputs as soon as each is ready."""
+
+    def process_batch(self, items: Sequence[InT]) -> list[OutT]:
+        return [out for item in items for out in self.stream(item)]

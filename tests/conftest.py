@@ -1,0 +1,83 @@
+"""Real services for the tests, started once per session on 127.0.0.1 and stopped by PID.
+
+Tansu (Kafka protocol), redis-server and moto's S3 server run as local processes. Where a
+Docker engine exists, testcontainers could provide Apache Kafka and Redis instead; this
+machine has none, so the local binaries are the default and nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.embedded import LocalProcess, moto_server, redis_server, tansu
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def services_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("services")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(services_dir: Path) -> Iterator[LocalProcess]:
+    with tansu(services_dir / "tansu") as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_broker: LocalProcess) -> str:
+    return f"127.0.0.1:{kafka_broker.port}"
+
+
+@pytest.fixture(scope="session")
+def redis_process(services_dir: Path) -> Iterator[LocalProcess]:
+    with redis_server(services_dir / "redis") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_process: LocalProcess) -> str:
+    return f"redis://127.0.0.1:{redis_process.port}/0"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(services_dir: Path) -> Iterator[str]:
+    """A real S3 HTTP endpoint (moto server) with throwaway credentials."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    with moto_server(services_dir / "moto") as server:
+        yield f"http://127.0.0.1:{server.port}"
+
+
+@pytest.fixture(scope="session")
+def ray_session(services_dir: Path) -> Iterator[None]:
+    """A local Ray for the whole session, with a private temp dir and no dashboard."""
+    import ray
+
+    ray_tmp = Path(os.environ.get("RAY_TMPDIR") or services_dir / "ray")
+    ray_tmp.mkdir(parents=True, exist_ok=True)
+    os.environ["RAY_TMPDIR"] = str(ray_tmp)
+    ray.init(
+        include_dashboard=False,
+        num_cpus=2,
+        namespace=f"test-{uuid.uuid4().hex[:6]}",
+        _temp_dir=str(ray_tmp),
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short random suffix for topic, group, key and table names of one test."""
+    return uuid.uuid4().hex[:10]

@@ -33,6 +33,14 @@ class KafkaSettings(BaseSettings):
     heartbeat_interval_ms: int = 3_000
     max_poll_interval_ms: int = 300_000
     commit_interval_s: float = 1.0
+    client_id: str = "reelsense"
+    poll_timeout_ms: int = Field(default=200, ge=1)  # how long one poll waits for records
+    max_poll_records: int = Field(default=500, ge=1)
+    request_timeout_ms: int = 30_000  # broker requests, dead-letter acks included
+    commit_timeout_s: float = 10.0  # one commit (periodic, on revoke, on shutdown) at most
+    shutdown_timeout_s: float = 30.0  # in-flight videos get this long to finish on stop
+    retry_initial_s: float = Field(default=0.5, gt=0)  # first backoff after a handler failure
+    retry_max_s: float = Field(default=30.0, gt=0)  # backoff cap (exponential, with jitter)
 
 
 class RedisSettings(BaseSettings):
@@ -41,6 +49,11 @@ class RedisSettings(BaseSettings):
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "rs"
     password: SecretStr | None = None
+    connect_timeout_s: float = Field(default=2.0, gt=0)
+    socket_timeout_s: float = Field(default=5.0, gt=0)  # a blocking outbox read stays below it
+    outbox_group: str = "notifier"  # the consumer group that delivers outbox entries
+    progress_stream_maxlen: int = Field(default=10_000, ge=100)  # approximate cap (MAXLEN ~)
+    aof_wait_timeout_ms: int = Field(default=1_000, ge=0)  # WAITAOF after final transitions
 
 
 class StorageSettings(BaseSettings):
@@ -125,6 +138,20 @@ class RaySettings(BaseSettings):
     embed: PoolSettings = PoolSettings(num_cpus=0.3)
 
 
+class RuntimeSettings(BaseSettings):
+    """How videos are orchestrated."""
+
+    model_config = _settings("RUNTIME_")
+
+    executor: Literal["ray", "local"] = "ray"  # "local": stages in this process (tests)
+    workdir: str = ".reelsense/work"  # downloads and scratch files
+    max_attempts: int = Field(default=3, ge=1)  # per video, for retryable failures
+    retry_backoff_s: tuple[float, ...] = (1.0, 5.0, 30.0)
+    chunks_in_flight_per_video: int = Field(default=4, ge=1)
+    chunks_in_flight: int = Field(default=16, ge=1)  # across all videos of this process
+    drain_timeout_s: float = 30.0  # on SIGTERM, how long in-flight videos may still finish
+
+
 class WebhookSubscription(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -144,6 +171,19 @@ class NotifySettings(BaseSettings):
     retry_schedule_s: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
     jitter: float = 0.1
     allow_private_targets: bool = False  # tests and the local demo deliver to 127.0.0.1
+    # A Retry-After beyond this is capped, so one endpoint cannot park a message for ever.
+    max_retry_after_s: float = Field(default=36000.0, gt=0)
+    # An endpoint is disabled once every delivery to it has failed for this long, or after this
+    # many failures in a row (None: that rule is off). A success resets both.
+    disable_after_s: float | None = 5 * 86400.0
+    disable_after_failures: int | None = None
+    max_concurrency: int = Field(default=16, ge=1)  # HTTP requests in flight at once
+    max_pending_events: int = Field(default=1000, ge=1)  # outbox entries held unacked at once
+    read_count: int = Field(default=16, ge=1)  # outbox entries per read
+    read_block_ms: int = Field(default=1000, ge=1)
+    log_max_attempts: int = Field(default=100, ge=1)  # delivery attempts kept per message
+    log_retention_s: float = Field(default=30 * 86400.0, gt=0)
+    user_agent: str = "reelsense-webhooks/0.1"
 
 
 class ApiSettings(BaseSettings):
@@ -167,6 +207,7 @@ class ServiceConfig(BaseModel):
     ray: RaySettings = Field(default_factory=RaySettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> ServiceConfig:

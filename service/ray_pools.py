@@ -1,0 +1,201 @@
+"""Stage pools on Ray Serve, and the executor that drives them.
+
+Each stage runs as a Serve deployment with its own resources and replica bounds: Serve gives
+per-replica resources, autoscaling on queue depth, health checks, replacement of failed
+replicas and request backpressure. The ingest pool fetches, probes and decodes a video in one
+replica (so the downloaded file is local to the decoder) and streams chunk tickets back; the
+pixels stay in the object store (``ray.put`` in the decoder, ``ray.get`` in the image stage),
+so they never pass through the orchestrating process. Model pools batch requests across videos
+with ``@serve.batch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import ray
+from ray import serve
+from ray.exceptions import RayTaskError
+from ray.serve.handle import DeploymentHandle
+
+from core.config import PoolSettings, ServiceConfig
+from core.errors import ReelsenseError
+from core.records import Chunk, VideoRef
+from service.executor import ChunkTicket, IngestItem, StageExecutor
+from sinks.base import VideoResult
+from sinks.writer import SinkWriter, sinks_from_settings
+from stages.base import Stage
+from stages.pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+
+APP_PREFIX = "reelsense-"
+WRITER_NAME = "reelsense-sink-writer"
+_END = object()
+
+
+class IngestPool:
+    """Fetch + probe + decode/sample; one generator per video."""
+
+    def __init__(self, config_json: str) -> None:
+        pipeline = Pipeline.from_config(ServiceConfig.model_validate_json(config_json))
+        self._fetch = pipeline.fetch
+        self._decode = pipeline.decode
+        self._fetch.setup()
+        self._decode.setup()
+
+    async def ingest(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
+        video = (await asyncio.to_thread(self._fetch.process_batch, [ref]))[0]
+        yield video
+        try:
+            chunks: Iterator[Chunk] = self._decode.stream(video)
+            while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
+                assert isinstance(chunk, Chunk)
+                ref_ = ray.put(chunk)
+                yield ChunkTicket(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, ref_)
+        finally:
+            await asyncio.to_thread(self._fetch.release, video)
+
+
+class ModelPool:
+    """One model stage (OCR, VLM, embeddings), batching chunks of many videos together."""
+
+    def __init__(self, config_json: str, stage: str) -> None:
+        config = ServiceConfig.model_validate_json(config_json)
+        pipeline = Pipeline.from_config(config)
+        stages: dict[str, Stage[Chunk, Chunk]] = {s.name: s for s in pipeline.image_stages}
+        if pipeline.embed is not None:
+            stages[pipeline.embed.name] = pipeline.embed
+        self._stage = stages[stage]
+        self._stage.setup()
+        pool: PoolSettings = getattr(config.ray, stage)
+        self.process.set_max_batch_size(pool.max_batch_size)  # type: ignore[attr-defined]
+        self.process.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
+
+    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)
+    async def process(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
+        chunks = [
+            (await item.payload) if isinstance(item, ChunkTicket) else item for item in items
+        ]
+        done = await asyncio.to_thread(self._stage.process_batch, chunks)
+        return [chunk.without_images() for chunk in done]
+
+    def __del__(self) -> None:
+        self._stage.teardown()
+
+
+@ray.remote(num_cpus=0.05, max_concurrency=64)
+class SinkWriterActor:
+    """The one writer of the Lance tables: batches many videos into each commit."""
+
+    def __init__(self, config_json: str) -> None:
+        config = ServiceConfig.model_validate_json(config_json)
+        self._writer = SinkWriter(sinks_from_settings(config.storage), config.storage)
+
+    async def write(self, result: VideoResult) -> None:
+        await asyncio.wrap_future(self._writer.submit(result))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _deployment_options(pool: PoolSettings, name: str) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "name": name,
+        "ray_actor_options": {
+            "num_cpus": pool.num_cpus,
+            "num_gpus": pool.num_gpus,
+            **({"memory": pool.memory_mb * 1024 * 1024} if pool.memory_mb else {}),
+        },
+        "max_ongoing_requests": max(pool.max_batch_size * 2, 4),
+    }
+    if pool.max_replicas > pool.min_replicas:
+        options["autoscaling_config"] = {
+            "min_replicas": pool.min_replicas,
+            "max_replicas": pool.max_replicas,
+            "target_ongoing_requests": pool.max_batch_size,
+        }
+    else:
+        options["num_replicas"] = pool.min_replicas
+    return options
+
+
+class RayExecutor(StageExecutor):
+    """Drives the Serve stage pools from the orchestrating process."""
+
+    def __init__(
+        self,
+        ingest: DeploymentHandle,
+        pools: dict[str, DeploymentHandle],
+        image_stages: tuple[str, ...],
+        writer: Any,
+    ) -> None:
+        self._ingest = ingest
+        self._pools = pools
+        self.image_stages = image_stages
+        self.embeds = "embed" in pools
+        self._writer = writer
+
+    @classmethod
+    def deploy(cls, config: ServiceConfig) -> RayExecutor:
+        """Deploy (or update) every stage pool and the sink writer; returns once all run."""
+        pipeline = Pipeline.from_config(config)
+        config_json = config.model_dump_json()
+        ingest_app = serve.deployment(IngestPool).options(
+            **_deployment_options(config.ray.decode, "ingest")
+        )
+        ingest = serve.run(
+            ingest_app.bind(config_json), name=f"{APP_PREFIX}ingest", route_prefix=None
+        )
+        names = [stage.name for stage in pipeline.image_stages]
+        if pipeline.embed is not None:
+            names.append(pipeline.embed.name)
+        pools = {}
+        for name in names:
+            app = serve.deployment(ModelPool).options(
+                **_deployment_options(getattr(config.ray, name), name)
+            )
+            pools[name] = serve.run(
+                app.bind(config_json, name), name=f"{APP_PREFIX}{name}", route_prefix=None
+            )
+        writer = SinkWriterActor.options(  # type: ignore[attr-defined]
+            name=WRITER_NAME, namespace=config.ray.namespace, get_if_exists=True
+        ).remote(config_json)
+        return cls(ingest, pools, tuple(stage.name for stage in pipeline.image_stages), writer)
+
+    async def ingest(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
+        stream = self._ingest.options(stream=True).ingest.remote(ref)
+        try:
+            async for item in stream:
+                yield item
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+
+    async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
+        try:
+            result: Chunk = await self._pools[stage].process.remote(ticket)
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+        return result
+
+    async def embed(self, chunk: Chunk) -> Chunk:
+        try:
+            result: Chunk = await self._pools["embed"].process.remote(chunk)
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+        return result
+
+    async def write(self, result: VideoResult) -> None:
+        try:
+            await self._writer.write.remote(result)
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+
+
+def _cause(exc: RayTaskError) -> BaseException:
+    """The stage's own error, so reason codes and retry decisions survive the trip through Ray."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, ReelsenseError) else exc

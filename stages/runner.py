@@ -1,0 +1,79 @@
+"""The sequential runner: every stage in this process, one video after another, no Ray.
+
+It runs the same stage classes as the service; unit tests and the baseline benchmark use it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from core.records import Chunk, VideoRef
+from sinks.base import VideoResult
+from stages.pipeline import Pipeline
+
+
+class SequentialRunner:
+    """Runs a pipeline's stages in order for each video."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+        self._ready = False
+
+    def setup(self) -> None:
+        for stage in self._pipeline.all_stages():
+            stage.setup()
+        self._ready = True
+
+    def teardown(self) -> None:
+        for stage in self._pipeline.all_stages():
+            stage.teardown()
+        self._ready = False
+
+    def run(self, refs: Iterable[VideoRef]) -> Iterator[VideoResult]:
+        if not self._ready:
+            self.setup()
+        for ref in refs:
+            yield self.run_one(ref)
+
+    def run_one(self, ref: VideoRef) -> VideoResult:
+        pipeline = self._pipeline
+        timings: dict[str, float] = defaultdict(float)
+        started = time.process_time()
+        video = pipeline.fetch.process_batch([ref])[0]
+        timings["fetch"] += time.process_time() - started
+        frames = []
+        try:
+            chunks = pipeline.decode.stream(video)
+            while True:
+                mark = time.process_time()
+                chunk = next(chunks, None)
+                timings["decode"] += time.process_time() - mark
+                if chunk is None:
+                    break
+                frames.extend(self._enrich(chunk, timings).frames)
+        finally:
+            pipeline.fetch.release(video)
+        return VideoResult(
+            ref=ref,
+            pipeline_version=pipeline.version,
+            probe=video.probe,
+            frames=frames,
+            completed_at=datetime.now(UTC),
+            timings=dict(timings),  # CPU seconds of this process per stage
+        )
+
+    def _enrich(self, chunk: Chunk, timings: dict[str, float]) -> Chunk:
+        for stage in self._pipeline.image_stages:
+            mark = time.process_time()
+            chunk = stage.process_batch([chunk])[0]
+            timings[stage.name] += time.process_time() - mark
+        chunk = replace(chunk, frames=[replace(f, image=None) for f in chunk.frames])
+        if self._pipeline.embed is not None:
+            mark = time.process_time()
+            chunk = self._pipeline.embed.process_batch([chunk])[0]
+            timings[self._pipeline.embed.name] += time.process_time() - mark
+        return chunk

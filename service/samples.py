@@ -1,0 +1,320 @@
+"""Sample videos with known burned-in text: for tests, the local demo and benchmarks.
+
+Every video is a sequence of scenes separated by hard cuts; each scene shows a few large,
+high-contrast text lines (English and Chinese) on a flat background, optionally under film
+grain. Because the text of every scene is known, OCR and search results can be checked.
+Output is deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+
+import av
+import numpy as np
+import numpy.typing as npt
+from PIL import Image as PILImage
+from PIL import ImageDraw, ImageFont
+
+from core.records import Image
+
+RGB = tuple[int, int, int]
+Size = tuple[int, int]  # width, height
+NoisePlane = npt.NDArray[np.int16]
+
+# Grain for video frames is drawn from a bank of planes: fresh noise for every frame would cost
+# more than the encoder; picking a random plane per frame still keeps consecutive frames distinct.
+_GRAIN_BANK = 12
+
+FONT_ENV = "REELSENSE_SAMPLE_FONT"
+_DEFAULT_FONT = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"
+_FONT_DIRS = (
+    Path(__file__).parent / "fonts",
+    Path("/usr/share/fonts"),
+    Path("/usr/local/share/fonts"),
+)
+_CJK_PROBE = "欢迎"
+
+
+class FontNotFound(RuntimeError):
+    """No font with CJK glyphs is installed; sample videos need one to burn in Chinese text."""
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One shot: text lines on a flat background, held for ``seconds``."""
+
+    lines: tuple[str, ...]
+    seconds: float
+    background: RGB = (250, 250, 245)
+
+
+@dataclass(frozen=True)
+class SampleVideo:
+    """A written sample video and what can be read in it."""
+
+    path: Path
+    scenes: tuple[Scene, ...]
+    fps: int
+    size: Size
+    seed: int
+
+    @property
+    def duration_s(self) -> float:
+        return sum(scene.seconds for scene in self.scenes)
+
+    @property
+    def expected_texts(self) -> tuple[str, ...]:
+        """Every text line shown, in order of first appearance, without repeats."""
+        return tuple(dict.fromkeys(line for scene in self.scenes for line in scene.lines))
+
+    @property
+    def cut_times_s(self) -> tuple[float, ...]:
+        """Start times of every scene after the first (the hard cuts)."""
+        starts: list[float] = []
+        t = 0.0
+        for scene in self.scenes[:-1]:
+            t += scene.seconds
+            starts.append(t)
+        return tuple(starts)
+
+
+def _has_cjk(path: Path) -> bool:
+    try:
+        font = ImageFont.truetype(str(path), 32)
+    except OSError:
+        return False
+    # A font without the glyph draws its "missing" box for both probe and an unmapped code point.
+    probe, missing = (_glyph_pixels(font, text) for text in (_CJK_PROBE[0], "\U0010fffd"))
+    return bool(probe.any()) and not np.array_equal(probe, missing)
+
+
+def _glyph_pixels(font: ImageFont.FreeTypeFont, text: str) -> Image:
+    canvas = PILImage.new("L", (48, 48), 0)
+    ImageDraw.Draw(canvas).text((8, 8), text, font=font, fill=255)
+    return np.asarray(canvas, dtype=np.uint8)
+
+
+@lru_cache(maxsize=1)
+def find_cjk_font() -> Path:
+    """Path of a TrueType/OpenType font that has CJK glyphs.
+
+    ``REELSENSE_SAMPLE_FONT`` wins, then WenQuanYi Micro Hei (Debian ``fonts-wqy-microhei``),
+    then any installed font that draws Chinese. Raises :class:`FontNotFound` when none does.
+    """
+    candidates: list[Path] = []
+    if os.environ.get(FONT_ENV):
+        candidates.append(Path(os.environ[FONT_ENV]))
+    candidates.append(Path(_DEFAULT_FONT))
+    for folder in _FONT_DIRS:
+        if folder.is_dir():
+            for pattern in ("*.ttc", "*.ttf", "*.otf", "*.otc"):
+                candidates.extend(sorted(folder.rglob(pattern)))
+    for path in candidates:
+        if path.is_file() and _has_cjk(path):
+            return path
+    raise FontNotFound(
+        "no font with Chinese glyphs found; install fonts-wqy-microhei "
+        f"(apt-get install fonts-wqy-microhei) or set {FONT_ENV} to a .ttf/.ttc/.otf file"
+    )
+
+
+@lru_cache(maxsize=32)
+def _font(size: int) -> ImageFont.FreeTypeFont:
+    return ImageFont.truetype(str(find_cjk_font()), size)
+
+
+def _text_color(background: RGB) -> RGB:
+    r, g, b = background
+    luma = 0.299 * r + 0.587 * g + 0.114 * b
+    return (10, 10, 10) if luma >= 128 else (250, 250, 250)
+
+
+def _draw_text(lines: Sequence[str], size: Size, background: RGB) -> Image:
+    width, height = size
+    canvas = PILImage.new("RGB", size, background)
+    if lines:
+        draw = ImageDraw.Draw(canvas)
+        font_px = max(12, height // 8)
+        font = _font(font_px)
+        widest = max(draw.textlength(line, font=font) for line in lines)
+        if widest > 0.9 * width:  # shrink long lines so they stay fully inside the frame
+            font_px = max(12, int(font_px * 0.9 * width / widest))
+            font = _font(font_px)
+        line_h = int(font_px * 1.5)
+        top = (height - line_h * len(lines)) // 2 + line_h // 2
+        color = _text_color(background)
+        for i, line in enumerate(lines):
+            draw.text((width / 2, top + i * line_h), line, font=font, fill=color, anchor="mm")
+    return np.asarray(canvas, dtype=np.uint8).copy()
+
+
+def _add_grain(image: Image, rng: np.random.Generator, grain: float) -> Image:
+    if grain <= 0:
+        return image
+    return _apply_noise(image, _noise_plane(image.shape[:2], rng, grain))
+
+
+def _noise_plane(shape: tuple[int, ...], rng: np.random.Generator, grain: float) -> NoisePlane:
+    # Luma-only grain: one noise plane shared by the three channels, like film grain.
+    noise = rng.standard_normal(shape, dtype=np.float32) * np.float32(grain)
+    plane: NoisePlane = np.clip(np.rint(noise), -255, 255).astype(np.int16)
+    return plane
+
+
+def _apply_noise(image: Image, noise: NoisePlane) -> Image:
+    noisy = image.astype(np.int16) + noise[:, :, None]
+    pixels: Image = np.clip(noisy, 0, 255).astype(np.uint8)
+    return pixels
+
+
+def render_frame(
+    lines: Sequence[str],
+    *,
+    size: Size = (1280, 720),
+    background: RGB = (250, 250, 245),
+    seed: int | None = None,
+    grain: float = 0.0,
+) -> Image:
+    """One H x W x 3 RGB frame with ``lines`` centred in large high-contrast type.
+
+    ``grain`` is the standard deviation (in 0-255 levels) of gaussian film grain; ``seed``
+    makes the grain reproducible.
+    """
+    image = _draw_text(lines, size, background)
+    return _add_grain(image, np.random.default_rng(seed), grain)
+
+
+def _encoder_name(codec: str) -> str:
+    return "libx264" if codec in ("h264", "libx264") else codec
+
+
+def write_video(
+    path: str | Path,
+    scenes: Sequence[Scene],
+    *,
+    fps: int = 25,
+    size: Size = (1280, 720),
+    codec: str = "h264",
+    grain: float = 0.0,
+    seed: int = 0,
+    gop: int | None = None,
+    crf: int = 23,
+) -> Path:
+    """Encode ``scenes`` back to back (hard cuts) into a video file and return its path.
+
+    The container follows the file suffix (``.mp4``, ``.mkv``, ...). ``codec="h264"`` encodes
+    with libx264 in yuv420p; ``gop`` caps the distance between key frames (x264 also puts a
+    key frame at every cut on its own).
+    """
+    if not scenes:
+        raise ValueError("a video needs at least one scene")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    encoder = _encoder_name(codec)
+    with av.open(str(out), mode="w") as container:
+        stream = container.add_stream(encoder, rate=fps)
+        if not isinstance(stream, av.VideoStream):
+            raise ValueError(f"{codec!r} is not a video codec")
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuvj420p" if encoder == "mjpeg" else "yuv420p"
+        if gop is not None:
+            stream.codec_context.gop_size = gop
+        if encoder == "libx264":
+            # Fixed preset and one thread keep the output bytes identical from run to run.
+            stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1"}
+        time_base = Fraction(1, fps)
+        pts = 0
+        bank = [_noise_plane((size[1], size[0]), rng, grain) for _ in range(_GRAIN_BANK)]
+        for scene in scenes:
+            base = _draw_text(scene.lines, size, scene.background)
+            for _ in range(max(1, round(scene.seconds * fps))):
+                pixels = _apply_noise(base, bank[rng.integers(len(bank))]) if grain > 0 else base
+                frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+                frame = frame.reformat(format=stream.pix_fmt)
+                frame.pts = pts
+                frame.time_base = time_base
+                pts += 1
+                container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return out
+
+
+def demo_scenes() -> dict[str, tuple[Scene, ...]]:
+    """The scenes of the demo videos, by name: English and Chinese text, 4-8 s each."""
+    white, navy, cream, black = (250, 250, 245), (20, 30, 90), (245, 235, 200), (15, 15, 15)
+    teal, maroon = (10, 90, 90), (110, 20, 30)
+    return {
+        "invoice": (
+            Scene(("INVOICE 2048",), 2.0, white),
+            Scene(("Hello Reelsense",), 2.0, navy),
+            Scene(("欢迎光临",), 2.0, cream),
+        ),
+        "datacenter": (
+            Scene(("数据中心",), 2.5, black),
+            Scene(("SERVER ROOM B7",), 2.5, white),
+        ),
+        "shop": (
+            Scene(("OPEN 24 HOURS", "欢迎光临"), 3.0, teal),
+            Scene(("SALE 50%",), 2.0, cream),
+            Scene(("谢谢惠顾",), 2.0, maroon),
+        ),
+        "lecture": (
+            Scene(("VECTOR SEARCH 101",), 2.0, white),
+            Scene(("人工智能",), 2.0, navy),
+            Scene(("QUESTIONS?",), 2.0, black),
+            Scene(("再见",), 2.0, cream),
+        ),
+        "station": (
+            Scene(("PLATFORM 9",), 2.0, maroon),
+            Scene(("北京南站",), 2.0, white),
+        ),
+    }
+
+
+def write_demo_videos(
+    folder: str | Path, count: int = 4, *, seed: int = 0, grain: float = 0.0, fps: int = 25
+) -> list[SampleVideo]:
+    """Write ``count`` short 720p demo videos (up to 5) into ``folder``; deterministic by seed.
+
+    Without grain a 6 s video encodes in about 2 CPU-s; ``grain=4`` looks more like a camera
+    but roughly triples the encoding time.
+    """
+    specs = list(demo_scenes().items())
+    if not 1 <= count <= len(specs):
+        raise ValueError(f"count must be between 1 and {len(specs)}")
+    videos: list[SampleVideo] = []
+    for i, (name, scenes) in enumerate(specs[:count]):
+        path = Path(folder) / f"{name}.mp4"
+        write_video(path, scenes, fps=fps, grain=grain, seed=seed + i)
+        videos.append(SampleVideo(path, scenes, fps, (1280, 720), seed + i))
+    return videos
+
+
+def write_long_video(
+    path: str | Path,
+    seconds: float = 30.0,
+    *,
+    fps: int = 25,
+    size: Size = (1280, 720),
+    grain: float = 12.0,
+    scene_seconds: float = 4.0,
+    seed: int = 0,
+) -> SampleVideo:
+    """A longer grainy video for benchmarks: the demo texts cycled in ``scene_seconds`` shots."""
+    pool = [scene for scenes in demo_scenes().values() for scene in scenes]
+    scenes: list[Scene] = []
+    left = seconds
+    while left > 1e-9:
+        template = pool[len(scenes) % len(pool)]
+        length = min(scene_seconds, left)
+        scenes.append(Scene(template.lines, length, template.background))
+        left -= length
+    write_video(path, scenes, fps=fps, size=size, grain=grain, seed=seed)
+    return SampleVideo(Path(path), tuple(scenes), fps, size, seed)

@@ -1,0 +1,135 @@
+"""One service process: consumer, orchestration, sink writer, notifier and API, wired together.
+
+``ReelsenseService.run()`` runs until ``request_stop()`` (SIGTERM, Ctrl-C): it then stops
+taking records, lets in-flight videos finish within ``runtime.drain_timeout_s`` (the rest are
+left to a restart: their offsets are not committed), commits, leaves the group and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from typing import Any
+
+from checkpoint.redis_store import RedisCheckpointStore
+from consumers.admin import ensure_topics
+from consumers.base import RecordInfo
+from consumers.errors import InvalidEvent
+from consumers.events import VideoUploaded
+from consumers.kafka import KafkaVideoConsumer
+from core.config import ServiceConfig
+from core.records import VideoRef
+from notify.dispatcher import NotificationDispatcher
+from notify.status_topic import StatusTopicPublisher
+from notify.webhooks import WebhookSender
+from service.executor import StageExecutor
+from service.processor import ResultWriter, VideoProcessor
+from stages.pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+
+
+class ReelsenseService:
+    """The always-on service of one process."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.pipeline = Pipeline.from_config(config)
+        self.store = RedisCheckpointStore(config.redis)
+        self._executor: StageExecutor | None = None
+        self._consumer: KafkaVideoConsumer | None = None
+        self._dispatcher: NotificationDispatcher | None = None
+        self._stopping = asyncio.Event()
+
+    @property
+    def pipeline_version(self) -> str:
+        return self.pipeline.version
+
+    async def start(self) -> None:
+        config = self.config
+        await ensure_topics(
+            config.kafka.bootstrap,
+            {config.kafka.topic: 3, config.kafka.dead_letter_topic: 1, config.kafka.status_topic: 3},
+        )
+        executor, write = await asyncio.to_thread(self._build_executor)
+        self._executor = executor
+        processor = VideoProcessor(
+            store=self.store,
+            executor=executor,
+            write=write,
+            pipeline_version=self.pipeline_version,
+            settings=config.runtime,
+        )
+        self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor))
+        self._dispatcher = NotificationDispatcher(
+            self.store,
+            WebhookSender(config.notify),
+            StatusTopicPublisher(config.kafka),
+            config.notify,
+            consumer_name=f"{socket.gethostname()}-{os.getpid()}",
+        )
+        log.info("service ready, pipeline %s", self.pipeline_version)
+
+    def _build_executor(self) -> tuple[StageExecutor, ResultWriter]:
+        if self.config.runtime.executor == "local":
+            from service.local_executor import LocalExecutor
+            from sinks.writer import SinkWriter, sinks_from_settings
+
+            local = LocalExecutor(self.pipeline)
+            writer = SinkWriter(sinks_from_settings(self.config.storage), self.config.storage)
+
+            async def write_local(result: Any) -> None:
+                await asyncio.wrap_future(writer.submit(result))
+
+            return local, write_local
+        from service.ray_pools import RayExecutor
+
+        remote = RayExecutor.deploy(self.config)
+        return remote, remote.write
+
+    async def run(self) -> None:
+        """Start (if needed) and serve until ``request_stop()``."""
+        if self._consumer is None:
+            await self.start()
+        assert self._consumer is not None and self._dispatcher is not None
+        consumer = asyncio.create_task(self._consumer.run(), name="consumer")
+        notifier = asyncio.create_task(self._dispatcher.run(), name="notifier")
+        stop = asyncio.create_task(self._stopping.wait(), name="stop")
+        done, _ = await asyncio.wait({consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED)
+        await self._shutdown()
+        for task in (consumer, notifier):
+            if task in done and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        await asyncio.gather(consumer, notifier, return_exceptions=True)
+        stop.cancel()
+
+    def request_stop(self) -> None:
+        """Safe from a signal handler (call through loop.call_soon_threadsafe elsewhere)."""
+        self._stopping.set()
+
+    async def _shutdown(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._dispatcher is not None:
+            await self._dispatcher.stop()
+        if self._executor is not None:
+            await self._executor.close()
+        await self.store.close()
+
+
+class _Handler:
+    """Adapts the consumer's callbacks to the processor."""
+
+    def __init__(self, processor: VideoProcessor) -> None:
+        self._processor = processor
+
+    async def handle(self, event: VideoUploaded, record: RecordInfo) -> None:
+        await self._processor.process(event.to_ref())
+
+    async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:
+        log.warning("invalid event at %s: %s: %s", record, error.code, error)
+        if error.video_id is not None:
+            ref = VideoRef(video_id=error.video_id, uri="")
+            await self._processor.reject(ref, error)

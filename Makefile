@@ -1,0 +1,23 @@
+# The two commands of the README: `make demo` runs the main job on the embedded stack,
+# `make test` runs the checks and the whole test suite. Both install what they need first.
+.PHONY: install demo dev test lint bench
+
+install:
+	bash scripts/bootstrap.sh
+
+demo: install
+	.venv/bin/reelsense demo
+
+dev: install
+	.venv/bin/reelsense dev
+
+lint: install
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
+
+test: lint
+	.venv/bin/python -m pytest -q
+
+bench: install
+	.venv/bin/python -m bench.pipeline --quick --json bench/out/pipeline.json

@@ -69,6 +69,10 @@ class StorageSettings(BaseSettings):
     s3_secret_access_key: SecretStr | None = None
     writer_batch_videos: int = Field(default=16, ge=1)  # videos per Lance commit at most
     writer_flush_s: float = 0.5
+    s3_connect_timeout_s: float = Field(default=5.0, gt=0)
+    s3_max_attempts: int = Field(default=3, ge=1)  # per request, before SinkUnavailable
+    commit_retries: int = Field(default=5, ge=0)  # Lance commit conflicts retried per write
+    vector_index_min_rows: int = Field(default=10_000, ge=1)  # exact search below, ANN above
 
 
 class LimitSettings(BaseSettings):
@@ -109,6 +113,10 @@ class StageSettings(BaseSettings):
     vlm_engine: Literal["transformers", "vllm"] = "transformers"
     vlm_prompt: str = "Describe this video frame in one sentence."
     vlm_max_new_tokens: int = 32
+    # Pixels per frame the VLM sees (Qwen2-VL resizes to fit); None keeps the model's default.
+    vlm_max_pixels: int | None = Field(default=None, ge=28 * 28 * 4)
+    vlm_batch_size: int = Field(default=8, ge=1)  # frames per generate call (transformers engine)
+    vlm_threads: int = Field(default=1, ge=1)  # torch CPU threads (transformers engine)
 
 
 class PoolSettings(BaseModel):
@@ -133,7 +141,7 @@ class RaySettings(BaseSettings):
     num_cpus: int | None = None  # for a local Ray only
     fetch: PoolSettings = PoolSettings(num_cpus=0.1)
     decode: PoolSettings = PoolSettings(num_cpus=0.5)
-    ocr: PoolSettings = PoolSettings(num_cpus=0.9)
+    ocr: PoolSettings = PoolSettings(num_cpus=0.8)
     vlm: PoolSettings = PoolSettings(num_cpus=0.5)
     embed: PoolSettings = PoolSettings(num_cpus=0.3)
 
@@ -191,7 +199,24 @@ class ApiSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8765
-    tokens: dict[str, SecretStr] = {}  # bearer token -> tenant; empty: no auth (local use)
+    # tenant -> its bearer tokens (several while one is rotated); empty: no auth (local use).
+    # Keyed by tenant so that the tokens themselves are only ever SecretStr values.
+    tenant_tokens: dict[str, tuple[SecretStr, ...]] = {}
+    heartbeat_s: float = Field(default=15.0, gt=0)  # comment line on an idle event stream
+    health_timeout_s: float = Field(default=2.0, gt=0)  # /healthz waits this long for Redis
+    max_page: int = Field(default=500, ge=1)  # largest `limit` a list accepts
+    replicas: int = Field(default=1, ge=1)  # Ray Serve replicas of the API deployment
+    replica_cpus: float = Field(default=0.25, gt=0)
+
+    def bearer_tokens(self) -> dict[str, str]:
+        """bearer token -> tenant, as ``service.api.create_app`` takes it."""
+        mapping: dict[str, str] = {}
+        for tenant, secrets in self.tenant_tokens.items():
+            for secret in secrets:
+                token = secret.get_secret_value()
+                if mapping.setdefault(token, tenant) != tenant:
+                    raise ValueError("one API token is configured for two tenants")
+        return mapping
 
 
 class ServiceConfig(BaseModel):

@@ -84,9 +84,14 @@ class ReelsenseService:
                 await asyncio.wrap_future(writer.submit(result))
 
             return local, write_local
+        from ray import serve
+
+        from service.api_serve import deploy_api
         from service.ray_pools import RayExecutor
 
+        serve.start(http_options={"host": self.config.api.host, "port": self.config.api.port})
         remote = RayExecutor.deploy(self.config)
+        deploy_api(self.config)
         return remote, remote.write
 
     async def run(self) -> None:

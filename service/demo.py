@@ -95,7 +95,7 @@ async def _publish(config: ServiceConfig, samples: list[SampleVideo]) -> list[st
     try:
         ids = []
         for sample in samples:
-            event = VideoUploaded(video_id=sample.video_id, uri=sample.path.resolve().as_uri())
+            event = VideoUploaded(video_id=sample.path.stem, uri=sample.path.resolve().as_uri())
             await producer.send_and_wait(config.kafka.topic, event.to_bytes(), key=event.video_id.encode())
             ids.append(event.video_id)
         # One malformed event: it ends in the dead-letter topic, the service goes on.
@@ -127,13 +127,13 @@ def _print_results(
 ) -> None:
     summary = LanceSummarySink(config.storage)
     for sample in samples:
-        status = statuses.get(sample.video_id)
-        console.rule(f"{sample.video_id}  ({status.status.value if status else 'unknown'})")
+        status = statuses.get(sample.path.stem)
+        console.rule(f"{sample.path.stem}  ({status.status.value if status else 'unknown'})")
         if status is None or status.status is not VideoState.DONE:
             if status is not None:
                 console.print(f"[red]{status.error_code}: {status.error_message}[/]")
             continue
-        row = summary.video_row(sample.video_id) or {}
+        row = summary.video_row(sample.path.stem) or {}
         text = str(row.get("text", ""))
         console.print(text or "[dim](no text found)[/]")
         found = _normalise(text)

@@ -1,0 +1,72 @@
+"""The progress API as a Ray Serve ingress deployment, built inside its replica."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from fastapi import FastAPI
+from ray import serve
+
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ServiceConfig
+from service.api import api_deployment, create_app
+from sinks.base import SearchHit
+
+API_APP = "reelsense-api"
+
+
+class TextSearch:
+    """Query text -> embedding (the same model as the embed stage) -> nearest frames."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self._config = config
+        self._ready: tuple[Any, Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self, query: str, k: int, tenant: str | None) -> list[SearchHit]:
+        embedder, index = await self._load()
+        vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
+        hits: list[SearchHit] = await asyncio.to_thread(
+            index.search, vector.tolist(), k=k, tenant=tenant
+        )
+        return hits
+
+    async def _load(self) -> tuple[Any, Any]:
+        async with self._lock:
+            if self._ready is None:
+                self._ready = await asyncio.to_thread(self._build)
+            return self._ready
+
+    def _build(self) -> tuple[Any, Any]:
+        from models.embedding import TextEmbedder
+        from sinks.vectors import LanceVectorIndex
+
+        embedder = TextEmbedder(self._config.stages)
+        embedder.load()
+        return embedder, LanceVectorIndex(self._config.storage)
+
+
+def build_api(config_json: str) -> FastAPI:
+    """Runs in the API replica: the store's connections are made there, never pickled."""
+    config = ServiceConfig.model_validate_json(config_json)
+    store = RedisCheckpointStore(config.redis)
+    return create_app(
+        store,
+        search=TextSearch(config),
+        tokens=config.api.bearer_tokens(),
+        heartbeat_s=config.api.heartbeat_s,
+        health_timeout_s=config.api.health_timeout_s,
+        max_page=config.api.max_page,
+        owns_store=True,
+    )
+
+
+def deploy_api(config: ServiceConfig) -> None:
+    """Run the API on Serve's HTTP proxy at ``config.api.host:port`` (route prefix ``/``)."""
+    builder = functools.partial(build_api, config.model_dump_json())
+    deployment = api_deployment(
+        builder, num_replicas=config.api.replicas, num_cpus=config.api.replica_cpus
+    )
+    serve.run(deployment.bind(), name=API_APP, route_prefix="/")

@@ -26,26 +26,49 @@ def services_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("services")
 
 
+def _docker_engine() -> bool:
+    """True where a Docker engine answers (then testcontainers provides Kafka and Redis)."""
+    if os.environ.get("REELSENSE_TEST_DOCKER") != "1":
+        return False
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception:
+        return False
+    return True
+
+
 @pytest.fixture(scope="session")
-def kafka_broker(services_dir: Path) -> Iterator[LocalProcess]:
+def kafka_bootstrap(services_dir: Path) -> Iterator[str]:
+    if _docker_engine():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer().with_kraft() as kafka:
+            yield kafka.get_bootstrap_server()
+        return
     with tansu(services_dir / "tansu") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap(kafka_broker: LocalProcess) -> str:
-    return f"127.0.0.1:{kafka_broker.port}"
+        yield f"127.0.0.1:{broker.port}"
 
 
 @pytest.fixture(scope="session")
 def redis_process(services_dir: Path) -> Iterator[LocalProcess]:
+    """A local redis-server, for tests that stop and restart it."""
     with redis_server(services_dir / "redis") as server:
         yield server
 
 
 @pytest.fixture(scope="session")
-def redis_url(redis_process: LocalProcess) -> str:
-    return f"redis://127.0.0.1:{redis_process.port}/0"
+def redis_url(services_dir: Path) -> Iterator[str]:
+    if _docker_engine():
+        from testcontainers.redis import RedisContainer
+
+        with RedisContainer("redis:7.4") as redis:
+            host, port = redis.get_container_host_ip(), redis.get_exposed_port(6379)
+            yield f"redis://{host}:{port}/0"
+        return
+    with redis_server(services_dir / "redis-shared") as server:
+        yield f"redis://127.0.0.1:{server.port}/0"
 
 
 @pytest.fixture(scope="session")

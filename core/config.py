@@ -93,6 +93,10 @@ class LimitSettings(BaseSettings):
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 30.0
     total_timeout_s: float = 600.0
+    # http(s) sources: private, loopback and link-local addresses are refused unless this is
+    # set (tests and the local demo serve videos from 127.0.0.1).
+    allow_private: bool = False
+    max_redirects: int = Field(default=5, ge=0)
 
 
 class StageSettings(BaseSettings):
@@ -189,6 +193,10 @@ class NotifySettings(BaseSettings):
     max_pending_events: int = Field(default=1000, ge=1)  # outbox entries held unacked at once
     read_count: int = Field(default=16, ge=1)  # outbox entries per read
     read_block_ms: int = Field(default=1000, ge=1)
+    # Entries another notifier took and left unacked this long are taken over (it is gone).
+    # Longer than the longest retry wait, so a live notifier's waiting entries stay its own.
+    reclaim_after_s: float = Field(default=12 * 3600.0, gt=0)
+    reclaim_interval_s: float = Field(default=60.0, gt=0)
     log_max_attempts: int = Field(default=100, ge=1)  # delivery attempts kept per message
     log_retention_s: float = Field(default=30 * 86400.0, gt=0)
     user_agent: str = "reelsense-webhooks/0.1"

@@ -1,0 +1,21 @@
+-- claim: ARGV[4] tenant, ARGV[5] uri, ARGV[6] pipeline version.
+-- Returns {1, record} when done for this version (nothing changes), else {0, record}.
+local tenant, uri, version = ARGV[4], ARGV[5], ARGV[6]
+local cur = redis.call('HMGET', VKEY, 'status', 'tenant', 'pipeline_version')
+local status, old_tenant, old_version = cur[1], cur[2], cur[3]
+if status == 'done' and old_version == version then
+  return {1, redis.call('HGETALL', VKEY)}
+end
+local now = now_us()
+if not status then
+  create(tenant, uri, now)
+end
+set_version(old_version, version)
+redis.call('HINCRBY', VKEY, 'epoch', 1)
+redis.call('HINCRBY', VKEY, 'attempts', 1)
+redis.call('HSET', VKEY, 'status', 'running', 'tenant', tenant, 'uri', uri, 'started_at', now,
+  'updated_at', now)
+redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at')
+reindex(status, old_tenant, 'running', tenant, now)
+publish(tenant, 'running', nil, 0, nil, now)
+return {0, redis.call('HGETALL', VKEY)}

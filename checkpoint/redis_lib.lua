@@ -1,0 +1,96 @@
+-- Shared head of every checkpoint script (prepended by redis_store.py).
+-- KEYS[1] the video hash, KEYS[2] the progress stream, KEYS[3] the outbox stream.
+-- ARGV[1] key prefix, ARGV[2] progress stream cap, ARGV[3] video id; ARGV[4..] per script.
+-- Index keys are built from the prefix: on Redis Cluster give the prefix a hash tag ("{rs}")
+-- so every key of the store lives in one slot.
+local P = ARGV[1]
+local VKEY = KEYS[1]
+local VID = ARGV[3]
+
+-- Server time in microseconds, as a string: Lua 5.1 numbers would print it as 1.7e+15.
+local function now_us()
+  local t = redis.call('TIME')
+  return t[1] .. string.format('%06d', tonumber(t[2]))
+end
+
+local function status_index(status)
+  return P .. ':idx:status:' .. status
+end
+
+local function tenant_index(tenant)
+  return P .. ':idx:tenant:' .. tenant
+end
+
+local function tenant_status_index(tenant, status)
+  return P .. ':idx:tenant:' .. tenant .. ':status:' .. status
+end
+
+-- Keep the list indexes in step with the record: every one is scored by updated time.
+local function reindex(old_status, old_tenant, status, tenant, now)
+  if old_status and (old_status ~= status or old_tenant ~= tenant) then
+    redis.call('ZREM', status_index(old_status), VID)
+    redis.call('ZREM', tenant_status_index(old_tenant, old_status), VID)
+  end
+  if old_tenant and old_tenant ~= tenant then
+    redis.call('ZREM', tenant_index(old_tenant), VID)
+  end
+  redis.call('ZADD', P .. ':idx:all', now, VID)
+  redis.call('ZADD', tenant_index(tenant), now, VID)
+  redis.call('ZADD', status_index(status), now, VID)
+  redis.call('ZADD', tenant_status_index(tenant, status), now, VID)
+end
+
+-- Live event for subscribers, and the same event in a capped stream for late readers.
+local function publish(tenant, status, stage, done, total, now)
+  local event = cjson.encode({
+    video_id = VID,
+    tenant = tenant,
+    status = status,
+    stage = stage or cjson.null,
+    done = done or 0,
+    total = total or cjson.null,
+    at = now,
+  })
+  redis.call('PUBLISH', P .. ':progress', event)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'event', event)
+end
+
+-- A record made by its first transition.
+local function create(tenant, uri, now)
+  redis.call('HSET', VKEY, 'video_id', VID, 'tenant', tenant, 'uri', uri, 'created_at', now,
+    'epoch', 0, 'attempts', 0, 'frames', 0)
+end
+
+-- Results of one pipeline version are worthless to another: drop stage progress with them.
+local function set_version(old_version, version)
+  if old_version == version then
+    return
+  end
+  local fields = redis.call('HKEYS', VKEY)
+  for _, field in ipairs(fields) do
+    local head = string.sub(field, 1, 3)
+    if head == 'sd:' or head == 'st:' then
+      redis.call('HDEL', VKEY, field)
+    end
+  end
+  redis.call('HDEL', VKEY, 'timings')
+  redis.call('HSET', VKEY, 'frames', 0, 'pipeline_version', version)
+end
+
+-- Fencing for writes after a claim: the caller must own the current epoch of a running record.
+-- Returns nil when the write may go on, else the reply to return.
+local function check_owner(epoch, status, stored_epoch, final)
+  if not status then
+    return {'missing'}
+  end
+  if tonumber(stored_epoch) ~= tonumber(epoch) then
+    return {'stale', stored_epoch, status}
+  end
+  if final and status == final then
+    return {'again'}  -- a retried final transition whose first reply was lost
+  end
+  if status ~= 'running' then
+    return {'stale', stored_epoch, status}
+  end
+  return nil
+end

@@ -1,0 +1,17 @@
+-- mark_done: ARGV[4] epoch, ARGV[5] frames, ARGV[6] timings JSON, ARGV[7] outbox event JSON.
+-- The record turns done and the outbox entry is appended in this one atomic step.
+local epoch, frames, timings, event = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant')
+local refused = check_owner(epoch, cur[1], cur[2], 'done')
+if refused then
+  return refused
+end
+local tenant = cur[3]
+local now = now_us()
+redis.call('HSET', VKEY, 'status', 'done', 'frames', frames, 'timings', timings,
+  'finished_at', now, 'updated_at', now)
+redis.call('HDEL', VKEY, 'stage')
+reindex('running', tenant, 'done', tenant, now)
+local id = redis.call('XADD', KEYS[3], '*', 'event', event)
+publish(tenant, 'done', nil, 0, nil, now)
+return {'ok', id}

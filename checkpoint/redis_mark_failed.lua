@@ -1,0 +1,37 @@
+-- mark_failed: ARGV[4] epoch ('' = never claimed), ARGV[5] tenant, ARGV[6] uri,
+-- ARGV[7] pipeline version, ARGV[8] error code, ARGV[9] message, ARGV[10] stage ('' = none),
+-- ARGV[11] outbox event JSON. Record and outbox entry change in this one atomic step.
+local epoch, tenant, uri, version = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local code, message, stage, event = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant', 'pipeline_version', 'error_code')
+local status, stored_epoch, old_tenant, old_version = cur[1], cur[2], cur[3], cur[4]
+if epoch ~= '' then
+  local refused = check_owner(epoch, status, stored_epoch, 'failed')
+  if refused then
+    return refused
+  end
+else
+  -- An unclaimed failure (an invalid event) must not overwrite an attempt that owns the video.
+  if status == 'running' or status == 'done' then
+    return {'stale', stored_epoch, status}
+  end
+  if status == 'failed' and old_version == version and cur[5] == code then
+    return {'again'}  -- the same invalid event replayed
+  end
+end
+local now = now_us()
+if not status then
+  create(tenant, uri, now)
+end
+set_version(old_version, version)
+redis.call('HSET', VKEY, 'status', 'failed', 'tenant', tenant, 'uri', uri, 'error_code', code,
+  'error_message', message, 'finished_at', now, 'updated_at', now)
+if stage ~= '' then
+  redis.call('HSET', VKEY, 'stage', stage)
+else
+  redis.call('HDEL', VKEY, 'stage')
+end
+reindex(status, old_tenant, 'failed', tenant, now)
+local id = redis.call('XADD', KEYS[3], '*', 'event', event)
+publish(tenant, 'failed', stage ~= '' and stage or nil, 0, nil, now)
+return {'ok', id}

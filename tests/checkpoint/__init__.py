@@ -1,0 +1,1 @@
+"""Tests of the checkpoint store against a real redis-server."""

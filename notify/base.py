@@ -1,0 +1,195 @@
+"""Interfaces of the notifier: webhook delivery, the status topic and the delivery log.
+
+The dispatcher reads the outbox, hands each message to a ``WebhookDelivery`` per target and to
+a ``StatusPublisher``, records every attempt in a ``DeliveryLog``, and acks the outbox entry
+once every target has reached a final outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from checkpoint.base import OutboxEvent
+
+
+class Outcome(StrEnum):
+    """What became of one delivery attempt (or of the delivery, for the final ones)."""
+
+    DELIVERED = "delivered"  # 2xx
+    RETRY = "retry"  # failed; another attempt is scheduled
+    FAILED = "failed"  # refused for good for this message (4xx, refused target)
+    DISABLED = "disabled"  # the endpoint is disabled (410, or failing for too long)
+    DEAD_LETTERED = "dead_lettered"  # the retry schedule ran out
+
+    @property
+    def final(self) -> bool:
+        return self is not Outcome.RETRY
+
+
+@dataclass(frozen=True)
+class WebhookMessage:
+    """One Standard Webhooks message: the same id and body on every attempt."""
+
+    id: str
+    type: str
+    body: bytes
+
+    @classmethod
+    def from_event(cls, event: OutboxEvent) -> WebhookMessage:
+        """The payload shape of Standard Webhooks: ``{"type", "timestamp", "data"}``."""
+        payload = {
+            "type": event.type,
+            "timestamp": _iso(event.timestamp),
+            "data": {
+                "video_id": event.video_id,
+                "tenant": event.tenant,
+                "pipeline_version": event.pipeline_version,
+                **event.data,
+            },
+        }
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
+        return cls(id=event.webhook_id, type=event.type, body=body.encode())
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    """How one HTTP attempt went, classified.
+
+    ``retry_after`` is the delay (seconds) the endpoint asked for, when it asked; ``code`` is a
+    stable reason for anything but a delivery.
+    """
+
+    outcome: Outcome
+    status_code: int | None = None
+    retry_after: float | None = None
+    code: str | None = None
+    detail: str = ""
+    duration_s: float = 0.0
+
+
+class DeliveryAttempt(BaseModel):
+    """One line of the delivery log."""
+
+    model_config = ConfigDict(frozen=True)
+
+    webhook_id: str
+    video_id: str
+    tenant: str
+    type: str
+    target: str
+    attempt: int  # 1-based
+    outcome: Outcome
+    status_code: int | None = None
+    code: str | None = None
+    detail: str = ""
+    duration_ms: float = 0.0
+    next_retry_at: datetime | None = None
+    at: datetime
+
+
+class EndpointState(BaseModel):
+    """The health of one target URL, shared by every message sent to it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    consecutive_failures: int = 0
+    failing_since: datetime | None = None  # first failure of the current streak
+    disabled: bool = False
+    disabled_reason: str | None = None
+    disabled_at: datetime | None = None
+    last_status_code: int | None = None
+
+
+class DeadLetter(BaseModel):
+    """A message one target never accepted, kept for an operator to inspect or replay."""
+
+    model_config = ConfigDict(frozen=True)
+
+    webhook_id: str
+    target: str
+    event: OutboxEvent
+    outcome: Outcome
+    code: str | None = None
+    detail: str = ""
+    attempts: int
+    at: datetime
+
+
+class WebhookDelivery(ABC):
+    """Sends one signed message to one URL, once, and classifies what happened."""
+
+    @abstractmethod
+    async def deliver(self, url: str, message: WebhookMessage) -> DeliveryResult:
+        """One attempt. Never raises for what the endpoint did; every failure is a result."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+class StatusPublisher(ABC):
+    """Publishes final video events to a Kafka topic for systems that prefer a stream."""
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def publish(self, event: OutboxEvent) -> None:
+        """Publish once; raises a ``RetryableError`` when the broker cannot take it now."""
+
+    @abstractmethod
+    async def stop(self) -> None: ...
+
+
+class DeliveryLog(ABC):
+    """Every attempt, the endpoints' health and the dead letters; what the API shows."""
+
+    @abstractmethod
+    async def record(self, attempt: DeliveryAttempt) -> None: ...
+
+    @abstractmethod
+    async def attempts(self, webhook_id: str) -> list[DeliveryAttempt]:
+        """Attempts of one message, oldest first (the newest ``log_max_attempts`` at most)."""
+
+    @abstractmethod
+    async def attempts_for_video(self, video_id: str) -> list[DeliveryAttempt]:
+        """Attempts of every message about one video, oldest first."""
+
+    async def last_attempt(self, webhook_id: str, target: str) -> DeliveryAttempt | None:
+        """The newest attempt of one message to one target: where a restart resumes."""
+        found = [a for a in await self.attempts(webhook_id) if a.target == target]
+        return found[-1] if found else None
+
+    @abstractmethod
+    async def endpoint(self, url: str) -> EndpointState | None: ...
+
+    @abstractmethod
+    async def save_endpoint(self, state: EndpointState) -> None: ...
+
+    @abstractmethod
+    async def endpoints(self) -> list[EndpointState]: ...
+
+    @abstractmethod
+    async def add_dead_letter(self, letter: DeadLetter) -> None: ...
+
+    @abstractmethod
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Newest first."""
+
+    @abstractmethod
+    async def remove_dead_letter(self, webhook_id: str, target: str) -> None: ...
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+def _iso(at: datetime) -> str:
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,233 @@
+"""The vector index: Lance table ``vectors`` of frame text embeddings, searched by cosine distance.
+
+Only frames with an embedding are stored, and a run of frames showing the same text keeps only
+its first frame: subtitles and slides stay on screen for many samples and would otherwise fill
+the nearest neighbours with copies. Below ``index_min_rows`` rows a search is exact (a flat scan
+is fast and has perfect recall); above it an IVF_HNSW_SQ index is built once and then extended
+with new rows as they arrive. Rows not yet in the index are still searched (exactly).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from core.config import StorageSettings
+from sinks.base import SearchHit, Sink, VectorIndex, VideoResult
+from sinks.errors import SinkRejected
+from sinks.lance import (
+    DEFAULT_EMBEDDING_DIM,
+    LanceTable,
+    embedding_array,
+    first_dim,
+    lance_storage_options,
+    latest_per_video,
+    map_lance_error,
+    sql_string,
+    table_uri,
+    video_predicate,
+)
+
+log = logging.getLogger(__name__)
+
+INDEX_NAME = "embedding_idx"
+# Rows per IVF partition: HNSW inside each partition handles large partitions well, and few
+# partitions keep recall high without tuning nprobes.
+ROWS_PER_PARTITION = 250_000
+
+
+def vectors_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("video_id", pa.string(), nullable=False),
+            pa.field("tenant", pa.string()),
+            pa.field("frame_index", pa.int32(), nullable=False),
+            pa.field("timestamp_s", pa.float64()),
+            pa.field("text", pa.string()),
+            pa.field("embedding", pa.list_(pa.float32(), dim)),
+            pa.field("pipeline_version", pa.string()),
+        ]
+    )
+
+
+class LanceVectorIndex(Sink, VectorIndex):
+    """Nearest-neighbour search over frame embeddings, keyed by (video_id, frame_index)."""
+
+    name = "lance_vectors"
+    KEYS = ("video_id", "frame_index")
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        storage_options: dict[str, str] | None = None,
+        embedding_dim: int | None = None,
+        index_min_rows: int = 10_000,
+        index_refresh_rows: int | None = None,
+        nprobes: int = 8,
+        refine_factor: int = 4,
+        commit_retries: int = 5,
+    ) -> None:
+        self.table = LanceTable(
+            table_uri(root, "vectors"),
+            storage_options=storage_options,
+            commit_retries=commit_retries,
+        )
+        self._dim = embedding_dim
+        self.index_min_rows = index_min_rows
+        # Unindexed rows are searched by a flat scan; fold them in once they are this many.
+        self.index_refresh_rows = index_refresh_rows or max(1, index_min_rows // 4)
+        self.nprobes = nprobes
+        self.refine_factor = refine_factor
+
+    @classmethod
+    def from_settings(
+        cls, storage: StorageSettings, *, embedding_dim: int | None = None
+    ) -> LanceVectorIndex:
+        return cls(
+            storage.lance_uri,
+            storage_options=lance_storage_options(storage),
+            embedding_dim=embedding_dim,
+            index_min_rows=storage.vector_index_min_rows,
+            commit_retries=storage.commit_retries,
+        )
+
+    def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
+        schema = self.table.schema()
+        if schema is not None and schema.get_field_index("embedding") >= 0:
+            return int(schema.field("embedding").type.list_size)
+        return self._dim or first_dim(results) or DEFAULT_EMBEDDING_DIM
+
+    def write(self, results: Sequence[VideoResult]) -> None:
+        results = latest_per_video(results)
+        if not results:
+            return
+        dim = self.embedding_dim(results)
+        rows = self.rows_of(results, dim)
+        # Videos without any embedding still go through the upsert: their old vectors must go.
+        self.table.upsert(rows, keys=list(self.KEYS), video_ids=[r.ref.video_id for r in results])
+        self._maintain_index()
+
+    @staticmethod
+    def rows_of(results: Sequence[VideoResult], dim: int) -> pa.Table:
+        columns: dict[str, list[Any]] = {name: [] for name in vectors_schema(dim).names}
+        for result in results:
+            previous_text: str | None = None
+            seen: set[int] = set()
+            for frame in sorted(result.frames, key=lambda f: (f.timestamp_s, f.index)):
+                if frame.embedding is None or frame.index in seen:
+                    continue
+                text = frame.text
+                if text and text == previous_text:
+                    continue  # same text as the frame before: its first timestamp is kept
+                previous_text = text
+                seen.add(frame.index)
+                columns["video_id"].append(result.ref.video_id)
+                columns["tenant"].append(result.ref.tenant)
+                columns["frame_index"].append(frame.index)
+                columns["timestamp_s"].append(float(frame.timestamp_s))
+                columns["text"].append(text)
+                columns["embedding"].append(frame.embedding)
+                columns["pipeline_version"].append(result.pipeline_version)
+        schema = vectors_schema(dim)
+        arrays = [
+            embedding_array(columns[field.name], dim)
+            if field.name == "embedding"
+            else pa.array(columns[field.name], type=field.type)
+            for field in schema
+        ]
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def has_index(self) -> bool:
+        dataset = self.table.open()
+        return dataset is not None and any(
+            index.name == INDEX_NAME for index in dataset.describe_indices()
+        )
+
+    def _maintain_index(self) -> None:
+        """Build the ANN index past the threshold; later, fold new rows into it.
+
+        The rows are already committed, so a failure here only costs speed: it is logged and
+        the next write tries again.
+        """
+        dataset = self.table.open()
+        if dataset is None:
+            return
+        try:
+            rows = dataset.count_rows()
+            indexed = [i for i in dataset.describe_indices() if i.name == INDEX_NAME]
+            if not indexed:
+                if rows >= self.index_min_rows:
+                    dataset.create_index(
+                        "embedding",
+                        "IVF_HNSW_SQ",
+                        name=INDEX_NAME,
+                        metric="cosine",
+                        num_partitions=max(1, rows // ROWS_PER_PARTITION),
+                        replace=True,
+                    )
+                    log.info("built vector index over %d rows", rows)
+            elif rows - int(indexed[0].num_rows_indexed) >= self.index_refresh_rows:
+                dataset.optimize.optimize_indices(index_names=[INDEX_NAME])
+        except Exception as exc:
+            error = map_lance_error(exc, table="vectors")
+            log.warning("vector index maintenance failed: %s", error)
+
+    def search(
+        self, vector: Sequence[float], *, k: int = 10, tenant: str | None = None
+    ) -> list[SearchHit]:
+        """The ``k`` frames nearest to ``vector`` (cosine distance), of ``tenant`` if given."""
+        dataset = self.table.open()
+        if dataset is None or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).ravel()
+        dim = int(dataset.schema.field("embedding").type.list_size)
+        if query.shape[0] != dim:
+            raise SinkRejected(
+                f"query has {query.shape[0]} dimensions, the index has {dim}",
+                code="sink_embedding_dim_mismatch",
+            )
+        nearest = {
+            "column": "embedding",
+            "q": query,
+            "k": k,
+            "metric": "cosine",
+            "nprobes": self.nprobes,
+            "refine_factor": self.refine_factor,
+            "ef": max(64, 2 * k),
+        }
+        try:
+            table = dataset.to_table(
+                columns=["video_id", "tenant", "frame_index", "timestamp_s", "text"],
+                nearest=nearest,
+                filter=None if tenant is None else f"tenant = {sql_string(tenant)}",
+                prefilter=True,  # filter first, so a tenant's k hits are not crowded out
+            )
+        except Exception as exc:
+            raise map_lance_error(exc, table="vectors") from exc
+        hits = [
+            SearchHit(
+                video_id=row["video_id"],
+                tenant=row["tenant"],
+                frame_index=row["frame_index"],
+                timestamp_s=row["timestamp_s"],
+                text=row["text"],
+                score=float(row["_distance"]),
+            )
+            for row in table.to_pylist()
+        ]
+        hits.sort(key=lambda hit: hit.score)
+        return hits
+
+    def count_rows(self, video_id: str | None = None) -> int:
+        return self.table.count_rows(None if video_id is None else video_predicate([video_id]))
+
+    def vector_rows(self, video_id: str) -> list[dict[str, Any]]:
+        """The stored vectors' rows of one video (without the vectors), in time order."""
+        columns = ["video_id", "tenant", "frame_index", "timestamp_s", "text", "pipeline_version"]
+        rows = self.table.rows(filter=video_predicate([video_id]), columns=columns)
+        return sorted(rows, key=lambda row: row["timestamp_s"])

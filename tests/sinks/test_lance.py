@@ -1,0 +1,153 @@
+"""Lance frames and videos tables: created on first write, idempotent upserts, stale rows removed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.config import StorageSettings
+from sinks.errors import SinkRejected
+from sinks.lance import LanceFrameSink, LanceSummarySink, lance_storage_options
+from tests.sinks import make_result, unit_vectors
+
+
+@pytest.fixture
+def frames(tmp_path: Path) -> LanceFrameSink:
+    return LanceFrameSink(str(tmp_path / "lance"))
+
+
+@pytest.fixture
+def videos(tmp_path: Path) -> LanceSummarySink:
+    return LanceSummarySink(str(tmp_path / "lance"))
+
+
+def test_reads_before_any_write_are_empty(frames: LanceFrameSink, videos: LanceSummarySink) -> None:
+    assert frames.count_rows() == 0
+    assert frames.frame_rows("nope") == []
+    assert frames.table.version() is None
+    assert videos.video_row("nope") is None
+    assert videos.video_rows() == []
+
+
+def test_first_write_creates_the_table_with_all_frames(frames: LanceFrameSink) -> None:
+    result = make_result("a", frames=5)
+    frames.write([result])
+
+    rows = frames.frame_rows("a", with_embedding=True)
+    assert [r["frame_index"] for r in rows] == [0, 1, 2, 3, 4]
+    assert [r["timestamp_ms"] for r in rows] == [0, 500, 1000, 1500, 2000]
+    first = rows[0]
+    assert first["tenant"] == "default"
+    assert first["ocr_text"] == "a says 0"
+    assert first["ocr_lines"] == [{"text": "a says 0", "score": pytest.approx(0.9)}]
+    assert first["pipeline_version"] == "v1"
+    assert first["keyframe"] is True
+    np.testing.assert_allclose(first["embedding"], result.frames[0].embedding, rtol=1e-6)
+    schema = frames.table.schema()
+    assert schema is not None
+    assert schema.field("embedding").type.list_size == 384
+    assert "embedding" not in frames.frame_rows("a")[0]
+
+
+def test_writing_twice_leaves_the_same_rows(frames: LanceFrameSink) -> None:
+    batch = [make_result("a", frames=20), make_result("b", frames=20, seed=1)]
+    frames.write(batch)
+    frames.write(batch)
+    assert frames.count_rows() == 40
+    assert frames.count_rows("a") == 20
+
+
+def test_new_pipeline_version_with_fewer_frames_leaves_only_new_rows(
+    frames: LanceFrameSink,
+) -> None:
+    frames.write([make_result("a", frames=20), make_result("b", frames=20, seed=1)])
+    frames.write([make_result("a", frames=7, version="v2", step_s=1.0)])
+
+    rows = frames.frame_rows("a")
+    assert len(rows) == 7
+    assert {r["pipeline_version"] for r in rows} == {"v2"}
+    assert [r["timestamp_ms"] for r in rows] == [i * 1000 for i in range(7)]
+    assert frames.count_rows("b") == 20  # other videos untouched
+
+
+def test_a_video_without_frames_removes_its_old_rows(frames: LanceFrameSink) -> None:
+    frames.write([make_result("a", frames=4), make_result("b", frames=3)])
+    frames.write([make_result("a", frames=0, version="v2")])
+    assert frames.count_rows("a") == 0
+    assert frames.count_rows("b") == 3
+
+
+def test_many_videos_in_one_write_make_one_commit(frames: LanceFrameSink) -> None:
+    frames.write([make_result("seed", frames=1)])
+    before = frames.table.version()
+    assert before is not None
+    frames.write([make_result(f"v{i}", frames=20, seed=i) for i in range(16)])
+    assert frames.table.version() == before + 1
+    assert frames.count_rows() == 1 + 16 * 20
+
+
+def test_the_same_video_twice_in_a_batch_keeps_the_last(frames: LanceFrameSink) -> None:
+    frames.write([make_result("a", frames=5), make_result("a", frames=3, version="v2")])
+    rows = frames.frame_rows("a")
+    assert len(rows) == 3
+    assert {r["pipeline_version"] for r in rows} == {"v2"}
+
+
+def test_frames_without_embedding_are_null(frames: LanceFrameSink) -> None:
+    frames.write([make_result("a", frames=3, embed=False)])
+    rows = frames.frame_rows("a", with_embedding=True)
+    assert [r["embedding"] for r in rows] == [None, None, None]
+
+
+def test_embedding_dim_comes_from_the_first_vector(tmp_path: Path) -> None:
+    sink = LanceFrameSink(str(tmp_path / "lance"))
+    sink.write([make_result("a", frames=2, dim=16)])
+    assert sink.embedding_dim() == 16
+    with pytest.raises(SinkRejected) as caught:
+        sink.write([make_result("b", frames=2, vectors=unit_vectors(2, 8))])
+    assert caught.value.code == "sink_embedding_dim_mismatch"
+    assert sink.count_rows("b") == 0
+
+
+def test_quotes_in_video_ids_are_safe(frames: LanceFrameSink) -> None:
+    tricky = "o'neil') OR (video_id = 'x"
+    frames.write([make_result(tricky, frames=2), make_result("x", frames=2)])
+    frames.write([make_result(tricky, frames=1, version="v2")])
+    assert frames.count_rows(tricky) == 1
+    assert frames.count_rows("x") == 2
+
+
+def test_summary_has_one_row_per_video(videos: LanceSummarySink) -> None:
+    videos.write([make_result("a", frames=4), make_result("b", frames=2, tenant="t2")])
+    videos.write([make_result("a", frames=3, version="v2")])
+    assert videos.count_rows() == 2
+    row = videos.video_row("a")
+    assert row is not None
+    assert row["pipeline_version"] == "v2"
+    assert row["frames"] == 3
+    assert row["width"] == 1280
+    assert row["text"] == "a says 0\na says 1\na says 2"
+    assert row["metadata"] == {"title": "a"}
+    assert row["timings"] == {"decode": 0.5, "ocr": 1.25}
+    assert row["completed_at"].year == 2025
+    assert [r["video_id"] for r in videos.video_rows(tenant="t2")] == ["b"]
+
+
+def test_storage_options_for_s3_carry_endpoint_and_keys() -> None:
+    local = StorageSettings(lance_uri="/tmp/x")
+    assert lance_storage_options(local) is None
+    s3 = StorageSettings(
+        lance_uri="s3://bucket/prefix",
+        s3_endpoint_url="http://127.0.0.1:9000",
+        s3_access_key_id="key",
+        s3_secret_access_key="secret",
+    )
+    options = lance_storage_options(s3)
+    assert options is not None
+    assert options["aws_endpoint"] == "http://127.0.0.1:9000"
+    assert options["allow_http"] == "true"
+    assert options["aws_access_key_id"] == "key"
+    assert options["aws_secret_access_key"] == "secret"
+    assert options["aws_region"] == "us-east-1"

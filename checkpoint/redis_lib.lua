@@ -1,4 +1,4 @@
--- Shared head of every checkpoint script (prepended by redis_store.py).
+-- Shared head of every checkpoint script (prepended by checkpoint/scripts.py).
 -- KEYS[1] the video hash, KEYS[2] the progress stream, KEYS[3] the outbox stream.
 -- ARGV[1] key prefix, ARGV[2] progress stream cap, ARGV[3] video id; ARGV[4..] per script.
 -- Index keys are built from the prefix: on Redis Cluster give the prefix a hash tag ("{rs}")

@@ -2,24 +2,8 @@
 
 Every state transition is one script (``redis_*.lua`` beside this module), so a transition,
 its index updates, its progress event and, for the final ones, its outbox entry happen in one
-atomic step. Writes after ``claim`` are fenced by the owner epoch inside the script.
-
-Key layout (``P`` is ``RedisSettings.key_prefix``)::
-
-    P:video:{video_id}                  hash    the record (fields below)
-    P:idx:all                           zset    every video, scored by updated time (µs)
-    P:idx:status:{status}               zset    per status
-    P:idx:tenant:{tenant}               zset    per tenant
-    P:idx:tenant:{tenant}:status:{s}    zset    per (tenant, status)
-    P:progress                          channel live progress events (JSON)
-    P:progress:stream                   stream  the same events, capped with MAXLEN ~
-    P:outbox                            stream  outbox entries (field ``event``: OutboxEvent JSON)
-    P:outbox:dead                       stream  outbox entries that could not be decoded
-
-Record fields: ``video_id tenant uri status pipeline_version stage attempts epoch frames
-error_code error_message timings`` (JSON) and ``created_at updated_at started_at finished_at``
-(Redis server time, µs since the epoch); stage progress is flattened as ``sd:{stage}`` (chunks
-done) and ``st:{stage}`` (total, once known).
+atomic step. Writes after ``claim`` are fenced by the owner epoch inside the script. The key
+layout and the record format are described in ``checkpoint/scripts.py``.
 """
 
 from __future__ import annotations
@@ -30,8 +14,6 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -46,79 +28,26 @@ from checkpoint.base import (
     Claim,
     OutboxEvent,
     ProgressEvent,
-    StageProgress,
     VideoState,
     VideoStatus,
 )
 from checkpoint.errors import CheckpointUnavailable, StaleEpoch
+from checkpoint.scripts import (
+    SCRIPTS,
+    fields_from_pairs,
+    load_script,
+    progress_from_json,
+    record_from_fields,
+)
 from core.config import RedisSettings
 from core.errors import PermanentError
 from core.records import VideoRef
 
 log = logging.getLogger(__name__)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_SCRIPTS = ("mark_queued", "claim", "advance", "mark_done", "mark_failed")
 # Replies that mean "the server cannot take this now" rather than "this is wrong".
 _BUSY_REPLIES = ("LOADING", "BUSY", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN")
 _TRANSIENT_REPLY_ERRORS = (rexc.ReadOnlyError, rexc.OutOfMemoryError, rexc.TryAgainError)
-
-
-def _lua(name: str) -> str:
-    package = resources.files("checkpoint")
-    head = package.joinpath("redis_lib.lua").read_text(encoding="utf-8")
-    return head + "\n" + package.joinpath(f"redis_{name}.lua").read_text(encoding="utf-8")
-
-
-def _time(value: str | None) -> datetime | None:
-    return None if not value else _EPOCH + timedelta(microseconds=int(value))
-
-
-def _pairs(flat: list[Any]) -> dict[str, str]:
-    return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
-
-
-def _status(fields: Mapping[str, str]) -> VideoStatus:
-    stages: dict[str, StageProgress] = {}
-    for name, value in fields.items():
-        if name.startswith(("sd:", "st:")):
-            progress = stages.setdefault(name[3:], StageProgress())
-            if name.startswith("sd:"):
-                progress.done = int(value)
-            else:
-                progress.total = int(value)
-    return VideoStatus(
-        video_id=fields["video_id"],
-        tenant=fields.get("tenant", "default"),
-        uri=fields.get("uri", ""),
-        status=VideoState(fields["status"]),
-        pipeline_version=fields.get("pipeline_version", ""),
-        stage=fields.get("stage") or None,
-        stages=stages,
-        attempts=int(fields.get("attempts", 0)),
-        epoch=int(fields.get("epoch", 0)),
-        frames=int(fields.get("frames", 0)),
-        error_code=fields.get("error_code"),
-        error_message=fields.get("error_message"),
-        timings=json.loads(fields["timings"]) if fields.get("timings") else {},
-        created_at=_time(fields.get("created_at")),
-        updated_at=_time(fields.get("updated_at")),
-        started_at=_time(fields.get("started_at")),
-        finished_at=_time(fields.get("finished_at")),
-    )
-
-
-def _progress_event(data: str) -> ProgressEvent:
-    raw = json.loads(data)
-    return ProgressEvent(
-        video_id=raw["video_id"],
-        tenant=raw["tenant"],
-        status=VideoState(raw["status"]),
-        stage=raw.get("stage"),
-        done=int(raw.get("done") or 0),
-        total=None if raw.get("total") is None else int(raw["total"]),
-        at=_EPOCH + timedelta(microseconds=int(raw["at"])),
-    )
 
 
 def _stream_entries(reply: Any) -> list[tuple[str, dict[str, str] | None]]:
@@ -168,7 +97,7 @@ class ProgressSubscription:
             if message is None or message.get("type") != "message":
                 continue
             try:
-                return _progress_event(message["data"])
+                return progress_from_json(message["data"])
             except (KeyError, TypeError, ValueError):
                 log.warning("dropping an undecodable progress event: %r", message["data"])
 
@@ -227,7 +156,7 @@ class RedisCheckpointStore(CheckpointStore):
         self._progress_stream = f"{prefix}:progress:stream"
         self._channel = f"{prefix}:progress"
         self._scripts: dict[str, AsyncScript] = {
-            name: self._redis.register_script(_lua(name)) for name in _SCRIPTS
+            name: self._redis.register_script(load_script(name)) for name in SCRIPTS
         }
         self._group_ready = False
         self.aof_wait_supported: bool | None = None  # None until the first final transition
@@ -261,11 +190,11 @@ class RedisCheckpointStore(CheckpointStore):
 
     async def mark_queued(self, ref: VideoRef, pipeline_version: str) -> VideoStatus:
         reply = await self._run("mark_queued", ref.video_id, ref.tenant, ref.uri, pipeline_version)
-        return _status(_pairs(reply))
+        return record_from_fields(fields_from_pairs(reply))
 
     async def claim(self, ref: VideoRef, pipeline_version: str) -> Claim:
         skip, record = await self._run("claim", ref.video_id, ref.tenant, ref.uri, pipeline_version)
-        status = _status(_pairs(record))
+        status = record_from_fields(fields_from_pairs(record))
         return Claim(epoch=status.epoch, skip=bool(int(skip)), status=status)
 
     async def advance(
@@ -345,7 +274,7 @@ class RedisCheckpointStore(CheckpointStore):
     async def get(self, video_id: str) -> VideoStatus | None:
         async with _boundary():
             fields = await self._redis.hgetall(self.video_key(video_id))
-        return _status(cast("dict[str, str]", fields)) if fields else None
+        return record_from_fields(cast("dict[str, str]", fields)) if fields else None
 
     async def subscribe_progress(self) -> ProgressSubscription:
         """A subscription that is already listening when this returns (no event is missed
@@ -504,7 +433,7 @@ class RedisCheckpointStore(CheckpointStore):
                     pipe.hgetall(self.video_key(video_id))
                 records: list[dict[str, str]] = await pipe.execute()
         page = [
-            _status(fields)
+            record_from_fields(fields)
             for fields in records
             if fields
             and (status is None or fields.get("status") == status.value)

@@ -1,0 +1,93 @@
+"""The Lua scripts of the Redis checkpoint store and the format of what they write.
+
+Key layout (``P`` is ``RedisSettings.key_prefix``)::
+
+    P:video:{video_id}                  hash    the record (fields below)
+    P:idx:all                           zset    every video, scored by updated time (µs)
+    P:idx:status:{status}               zset    per status
+    P:idx:tenant:{tenant}               zset    per tenant
+    P:idx:tenant:{tenant}:status:{s}    zset    per (tenant, status)
+    P:progress                          channel live progress events (JSON)
+    P:progress:stream                   stream  the same events, capped with MAXLEN ~
+    P:outbox                            stream  outbox entries (field ``event``: OutboxEvent JSON)
+    P:outbox:dead                       stream  outbox entries that could not be decoded
+
+Record fields: ``video_id tenant uri status pipeline_version stage attempts epoch frames
+error_code error_message timings`` (JSON) and ``created_at updated_at started_at finished_at``
+(Redis server time, µs since the epoch); stage progress is flattened as ``sd:{stage}`` (chunks
+done) and ``st:{stage}`` (total, once known).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Any
+
+from checkpoint.base import ProgressEvent, StageProgress, VideoState, VideoStatus
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+SCRIPTS = ("mark_queued", "claim", "advance", "mark_done", "mark_failed")
+
+
+def load_script(name: str) -> str:
+    """The Lua source of one transition: the shared head, then the script itself."""
+    package = resources.files("checkpoint")
+    head = package.joinpath("redis_lib.lua").read_text(encoding="utf-8")
+    return head + "\n" + package.joinpath(f"redis_{name}.lua").read_text(encoding="utf-8")
+
+
+def _time(value: str | None) -> datetime | None:
+    return None if not value else EPOCH + timedelta(microseconds=int(value))
+
+
+def fields_from_pairs(flat: list[Any]) -> dict[str, str]:
+    """A script's HGETALL reply (a flat list) as a mapping."""
+    return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def record_from_fields(fields: Mapping[str, str]) -> VideoStatus:
+    """The record hash as a ``VideoStatus`` with timezone-aware (UTC) times."""
+    stages: dict[str, StageProgress] = {}
+    for name, value in fields.items():
+        if name.startswith(("sd:", "st:")):
+            progress = stages.setdefault(name[3:], StageProgress())
+            if name.startswith("sd:"):
+                progress.done = int(value)
+            else:
+                progress.total = int(value)
+    return VideoStatus(
+        video_id=fields["video_id"],
+        tenant=fields.get("tenant", "default"),
+        uri=fields.get("uri", ""),
+        status=VideoState(fields["status"]),
+        pipeline_version=fields.get("pipeline_version", ""),
+        stage=fields.get("stage") or None,
+        stages=stages,
+        attempts=int(fields.get("attempts", 0)),
+        epoch=int(fields.get("epoch", 0)),
+        frames=int(fields.get("frames", 0)),
+        error_code=fields.get("error_code"),
+        error_message=fields.get("error_message"),
+        timings=json.loads(fields["timings"]) if fields.get("timings") else {},
+        created_at=_time(fields.get("created_at")),
+        updated_at=_time(fields.get("updated_at")),
+        started_at=_time(fields.get("started_at")),
+        finished_at=_time(fields.get("finished_at")),
+    )
+
+
+def progress_from_json(data: str) -> ProgressEvent:
+    """A progress event as the scripts publish it (``at`` in µs since the epoch)."""
+    raw = json.loads(data)
+    return ProgressEvent(
+        video_id=raw["video_id"],
+        tenant=raw["tenant"],
+        status=VideoState(raw["status"]),
+        stage=raw.get("stage"),
+        done=int(raw.get("done") or 0),
+        total=None if raw.get("total") is None else int(raw["total"]),
+        at=EPOCH + timedelta(microseconds=int(raw["at"])),
+    )

@@ -148,17 +148,6 @@ class CheckpointStore(ABC):
     async def get(self, video_id: str) -> VideoStatus | None: ...
 
     @abstractmethod
-    async def list(
-        self,
-        *,
-        status: VideoState | None = None,
-        tenant: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> tuple[list[VideoStatus], str | None]:
-        """Newest first; returns the page and the cursor of the next one (None at the end)."""
-
-    @abstractmethod
     def progress(self) -> AsyncIterator[ProgressEvent]:
         """Live progress events of every video, from now on."""
 
@@ -174,3 +163,15 @@ class CheckpointStore(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+    # Last in the class: its name would hide the built-in ``list`` in annotations below it.
+    @abstractmethod
+    async def list(
+        self,
+        *,
+        status: VideoState | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[VideoStatus], str | None]:
+        """Newest first; returns the page and the cursor of the next one (None at the end)."""

@@ -1,0 +1,193 @@
+"""Decode + sample: stream a video's sampled frames out in chunks while decoding goes on.
+
+Sampling modes:
+
+- ``fps``: one frame per ``1 / sample_fps`` seconds of presentation time, the first at t=0. A
+  frame is taken when its timestamp (from its pts, not from counting frames, so variable frame
+  rates and dropped frames are handled) reaches the next sampling slot. Every frame is decoded
+  (H.264 needs its references) but only sampled frames are converted to RGB, which is most of
+  the per-frame cost.
+- ``keyframes``: the decoder skips everything but key frames (``skip_frame = NONKEY``), which
+  is much cheaper; every key frame is a sample.
+
+Frames are turned upright (display matrix), downscaled so the long side is at most
+``max_side``, and handed out ``chunk_frames`` at a time; the final chunk has ``last=True``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+
+import av
+import numpy as np
+from av.container import InputContainer
+
+from core.config import LimitSettings, StageSettings
+from core.records import Chunk, Frame, Image, LocalVideo
+from stages.base import Resources, StreamingStage
+from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
+from stages.fetch import main_video_stream, open_container
+
+# Bump when the sampling rules change in a way that changes which frames come out.
+SAMPLER_REVISION = 1
+# A video whose packets stop this much before its declared end is reported as truncated.
+_TRUNCATION_SLACK_S = 1.0
+_TRUNCATION_SLACK_RATIO = 0.05
+# Slack against rounding of timestamps to the stream's time base.
+_EPSILON_S = 1e-3
+
+
+class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
+    """LocalVideo -> Chunks of sampled RGB frames, streamed as decoding proceeds."""
+
+    name = "decode"
+    resources = Resources(cpus=0.5)
+
+    def __init__(self, stages: StageSettings, limits: LimitSettings) -> None:
+        self._mode = stages.sample_mode
+        self._fps = stages.sample_fps
+        self._chunk_frames = stages.chunk_frames
+        self._max_side = stages.max_side
+        self._limits = limits
+
+    def version_params(self) -> Mapping[str, object]:
+        params: dict[str, object] = {
+            "sample_mode": self._mode,
+            "chunk_frames": self._chunk_frames,
+            "max_side": self._max_side,
+            "sampler_revision": SAMPLER_REVISION,
+        }
+        if self._mode == "fps":
+            params["sample_fps"] = self._fps
+        return params
+
+    def stream(self, item: LocalVideo) -> Iterator[Chunk]:
+        """Yield the chunks of one video as soon as each is full.
+
+        Raises (from the generator, after the chunks already yielded) :class:`DecodeError`
+        (``decode_error`` for corrupt data, ``video_truncated`` when the data ends early) and
+        :class:`LimitExceeded` (``limit_frames``).
+        """
+        self._check_estimated_frames(item)
+        with open_container(item.path, self._limits) as container:
+            yield from self._chunks(item, container)
+
+    def _check_estimated_frames(self, video: LocalVideo) -> None:
+        if self._mode != "fps" or video.probe.duration_s <= 0:
+            return
+        expected = math.floor(video.probe.duration_s * self._fps) + 1
+        if expected > self._limits.max_frames + 1:
+            raise LimitExceeded(
+                f"{video.probe.duration_s:.1f} s at {self._fps} fps is about {expected} frames, "
+                f"above the {self._limits.max_frames} frame limit",
+                code="limit_frames",
+            )
+
+    def _chunks(self, video: LocalVideo, container: InputContainer) -> Iterator[Chunk]:
+        stream = main_video_stream(container)
+        if stream is None:
+            raise UnsupportedMedia("the file has no video stream", code="no_video_stream")
+        stream.thread_type = "AUTO"
+        if self._mode == "keyframes":
+            stream.codec_context.skip_frame = "NONKEY"
+        video_id = video.ref.video_id
+        interval = 1.0 / self._fps
+        next_slot = 0.0
+        pending: list[Frame] = []
+        chunk_index = 0
+        sampled = 0
+        reader = _FrameReader(container, stream)
+        for frame, t in reader:
+            if self._mode == "fps":
+                if t + _EPSILON_S < next_slot:
+                    continue
+                next_slot = (math.floor((t + _EPSILON_S) / interval) + 1) * interval
+            if sampled >= self._limits.max_frames:
+                raise LimitExceeded(
+                    f"more than {self._limits.max_frames} sampled frames", code="limit_frames"
+                )
+            image = self._to_rgb(frame)
+            # A full chunk waits for the next sample, so that the final one can say last=True.
+            if len(pending) == self._chunk_frames:
+                yield Chunk(video_id, chunk_index, pending, last=False)
+                chunk_index += 1
+                pending = []
+            pending.append(Frame(sampled, t, image, keyframe=bool(frame.key_frame)))
+            sampled += 1
+        reader.check_complete(self._declared_end_s(container, stream, video))
+        yield Chunk(video_id, chunk_index, pending, last=True)
+
+    def _to_rgb(self, frame: av.VideoFrame) -> Image:
+        width, height = frame.width, frame.height
+        scale = min(1.0, self._max_side / max(width, height))
+        if scale < 1.0:
+            width = max(2, round(width * scale / 2) * 2)
+            height = max(2, round(height * scale / 2) * 2)
+        rgb = frame.reformat(width=width, height=height, format="rgb24", interpolation="AREA")
+        image: Image = np.asarray(rgb.to_ndarray(), dtype=np.uint8)
+        turns = round(frame.rotation / 90) % 4
+        if turns:
+            # The display matrix rotates counterclockwise by ``rotation`` degrees.
+            image = np.ascontiguousarray(np.rot90(image, k=turns))
+        return image
+
+    @staticmethod
+    def _declared_end_s(
+        container: InputContainer, stream: av.VideoStream, video: LocalVideo
+    ) -> float | None:
+        if stream.duration is not None and stream.time_base is not None and stream.duration > 0:
+            return float(stream.duration * stream.time_base)
+        # Without a per-stream duration only a lone video stream's container duration is its own.
+        if len(container.streams) == 1 and video.probe.duration_s > 0:
+            return video.probe.duration_s
+        return None
+
+
+class _FrameReader:
+    """Decoded frames with their presentation time in seconds from the stream's start.
+
+    Maps FFmpeg errors to :class:`DecodeError` and remembers how far the packets went, to
+    tell a complete video from a truncated one.
+    """
+
+    def __init__(self, container: InputContainer, stream: av.VideoStream) -> None:
+        self._container = container
+        self._stream = stream
+        self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
+        self._start = stream.start_time or 0
+        rate = stream.average_rate or stream.guessed_rate
+        self._frame_s = float(1 / rate) if rate else 0.04
+        self._packet_end = 0.0
+        self._last_t = -self._frame_s
+
+    def __iter__(self) -> Iterator[tuple[av.VideoFrame, float]]:
+        try:
+            for packet in self._container.demux(self._stream):
+                if packet.pts is not None:
+                    end = packet.pts + (packet.duration or 0) - self._start
+                    self._packet_end = max(self._packet_end, float(end * self._time_base))
+                for frame in packet.decode():
+                    yield frame, self._time_of(frame)
+        except av.error.FFmpegError as exc:
+            raise DecodeError(f"decoding failed: {exc}", code="decode_error") from exc
+
+    def _time_of(self, frame: av.VideoFrame) -> float:
+        if frame.pts is None:  # no timestamp: one frame duration after the previous one
+            t = self._last_t + self._frame_s
+        else:
+            t = max(0.0, float((frame.pts - self._start) * self._time_base))
+        self._last_t = t
+        return t
+
+    def check_complete(self, declared_end_s: float | None) -> None:
+        if declared_end_s is None:
+            return
+        slack = max(_TRUNCATION_SLACK_S, _TRUNCATION_SLACK_RATIO * declared_end_s)
+        if self._packet_end + slack < declared_end_s:
+            raise DecodeError(
+                f"the data ends at {self._packet_end:.2f} s of {declared_end_s:.2f} s: "
+                "the file is truncated",
+                code="video_truncated",
+            )

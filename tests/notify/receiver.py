@@ -55,6 +55,10 @@ class WebhookReceiver:
     def script(self, path: str, replies: Iterable[Reply | int]) -> None:
         self._scripts[path].extend(r if isinstance(r, Reply) else Reply(r) for r in replies)
 
+    def clear_scripts(self) -> None:
+        """Answer 200 to everything from now on."""
+        self._scripts.clear()
+
     def at(self, path: str) -> list[Received]:
         return [r for r in self.requests if r.path == path]
 

@@ -7,14 +7,12 @@ import ipaddress
 import json
 import socket
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
 from standardwebhooks.webhooks import Webhook
 
-from checkpoint.base import OutboxEvent
 from core.config import NotifySettings
 from notify.base import Outcome, WebhookMessage
 from notify.errors import TargetRefused, TargetUnresolvable
@@ -28,29 +26,12 @@ from notify.webhooks import (
 )
 from service.embedded import free_port
 from tests.notify.receiver import Reply, WebhookReceiver
-
-SECRET = generate_secret()
-
-
-def make_event(video_id: str = "vid-1", **kw: Any) -> OutboxEvent:
-    return OutboxEvent(
-        type=kw.pop("type", "video.done"),
-        video_id=video_id,
-        tenant=kw.pop("tenant", "acme"),
-        pipeline_version="pv1",
-        timestamp=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
-        data=kw.pop("data", {"frames": 12}),
-        **kw,
-    )
+from tests.notify.support import SECRET, make_event
+from tests.notify.support import notify_settings as base_settings
 
 
 def settings(**kw: Any) -> NotifySettings:
-    base: dict[str, Any] = {
-        "webhook_secrets": (SecretStr(SECRET),),
-        "allow_private_targets": True,
-        "timeout_s": 2.0,
-    }
-    return NotifySettings(**{**base, **kw})
+    return base_settings(**kw)
 
 
 @pytest.fixture

@@ -1,0 +1,193 @@
+"""Delivery logs: in memory (tests, one-process demo) and in Redis (the service, the API).
+
+Redis layout, under ``{prefix}:notify:``
+- ``attempts:{webhook_id}``  list of attempt JSON, oldest first, trimmed, expiring
+- ``video:{video_id}``       set of the webhook ids sent about the video, expiring
+- ``endpoints``              hash url -> endpoint state JSON
+- ``dead``                   hash "{webhook_id} {target}" -> dead letter JSON
+- ``dead:at``                sorted set of the same fields by time, for newest-first listing
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from core.config import NotifySettings, RedisSettings
+from notify.base import DeadLetter, DeliveryAttempt, DeliveryLog, EndpointState
+from notify.errors import DeliveryLogUnavailable
+
+T = TypeVar("T")
+
+
+def _letter_field(webhook_id: str, target: str) -> str:
+    return f"{webhook_id} {target}"
+
+
+class MemoryDeliveryLog(DeliveryLog):
+    """Everything in dicts; gone with the process."""
+
+    def __init__(self, *, max_attempts: int = 100) -> None:
+        self._max_attempts = max_attempts
+        self._attempts: dict[str, list[DeliveryAttempt]] = defaultdict(list)
+        self._by_video: dict[str, set[str]] = defaultdict(set)
+        self._endpoints: dict[str, EndpointState] = {}
+        self._dead: dict[str, DeadLetter] = {}
+
+    async def record(self, attempt: DeliveryAttempt) -> None:
+        kept = self._attempts[attempt.webhook_id]
+        kept.append(attempt)
+        del kept[: -self._max_attempts]
+        self._by_video[attempt.video_id].add(attempt.webhook_id)
+
+    async def attempts(self, webhook_id: str) -> list[DeliveryAttempt]:
+        return list(self._attempts.get(webhook_id, ()))
+
+    async def attempts_for_video(self, video_id: str) -> list[DeliveryAttempt]:
+        found = [a for wid in self._by_video.get(video_id, ()) for a in self._attempts[wid]]
+        return sorted(found, key=lambda a: a.at)
+
+    async def endpoint(self, url: str) -> EndpointState | None:
+        return self._endpoints.get(url)
+
+    async def save_endpoint(self, state: EndpointState) -> None:
+        self._endpoints[state.url] = state
+
+    async def endpoints(self) -> list[EndpointState]:
+        return list(self._endpoints.values())
+
+    async def add_dead_letter(self, letter: DeadLetter) -> None:
+        self._dead[_letter_field(letter.webhook_id, letter.target)] = letter
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        return sorted(self._dead.values(), key=lambda d: d.at, reverse=True)[:limit]
+
+    async def remove_dead_letter(self, webhook_id: str, target: str) -> None:
+        self._dead.pop(_letter_field(webhook_id, target), None)
+
+
+class RedisDeliveryLog(DeliveryLog):
+    """The delivery log in Redis, shared by every notifier process and read by the API."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        key_prefix: str = "rs",
+        max_attempts: int = 100,
+        retention_s: float = 30 * 86400.0,
+        owns_client: bool = False,
+    ) -> None:
+        self._redis = client
+        self._prefix = f"{key_prefix}:notify:"
+        self._max_attempts = max_attempts
+        self._retention_s = max(1, int(retention_s))
+        self._owns_client = owns_client
+
+    @classmethod
+    def from_settings(cls, redis: RedisSettings, notify: NotifySettings) -> RedisDeliveryLog:
+        password = redis.password.get_secret_value() if redis.password else None
+        client = aioredis.Redis.from_url(redis.url, password=password)
+        return cls(
+            client,
+            key_prefix=redis.key_prefix,
+            max_attempts=notify.log_max_attempts,
+            retention_s=notify.log_retention_s,
+            owns_client=True,
+        )
+
+    def _key(self, *parts: str) -> str:
+        return self._prefix + ":".join(parts)
+
+    async def _call(self, op: Callable[[], Awaitable[T]]) -> T:
+        """The Redis boundary: its exceptions become ``DeliveryLogUnavailable`` here."""
+        try:
+            return await op()
+        except (RedisError, OSError) as exc:
+            raise DeliveryLogUnavailable(f"delivery log: {exc!r}") from None
+
+    async def record(self, attempt: DeliveryAttempt) -> None:
+        attempts_key = self._key("attempts", attempt.webhook_id)
+        video_key = self._key("video", attempt.video_id)
+
+        async def op() -> list[Any]:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.rpush(attempts_key, attempt.model_dump_json())
+                pipe.ltrim(attempts_key, -self._max_attempts, -1)
+                pipe.expire(attempts_key, self._retention_s)
+                pipe.sadd(video_key, attempt.webhook_id)
+                pipe.expire(video_key, self._retention_s)
+                return await pipe.execute()
+
+        await self._call(op)
+
+    async def attempts(self, webhook_id: str) -> list[DeliveryAttempt]:
+        key = self._key("attempts", webhook_id)
+        raw = await self._call(lambda: cast(Awaitable[list[bytes]], self._redis.lrange(key, 0, -1)))
+        return [DeliveryAttempt.model_validate_json(item) for item in raw]
+
+    async def attempts_for_video(self, video_id: str) -> list[DeliveryAttempt]:
+        key = self._key("video", video_id)
+        ids = await self._call(lambda: cast(Awaitable[set[bytes]], self._redis.smembers(key)))
+        found: list[DeliveryAttempt] = []
+        for webhook_id in sorted(i.decode() for i in ids):
+            found.extend(await self.attempts(webhook_id))
+        return sorted(found, key=lambda a: a.at)
+
+    async def endpoint(self, url: str) -> EndpointState | None:
+        key = self._key("endpoints")
+        raw = await self._call(lambda: cast(Awaitable[bytes | None], self._redis.hget(key, url)))
+        return EndpointState.model_validate_json(raw) if raw else None
+
+    async def save_endpoint(self, state: EndpointState) -> None:
+        key = self._key("endpoints")
+        await self._call(lambda: self._redis.hset(key, state.url, state.model_dump_json()))
+
+    async def endpoints(self) -> list[EndpointState]:
+        key = self._key("endpoints")
+        raw = await self._call(
+            lambda: cast(Awaitable[dict[bytes, bytes]], self._redis.hgetall(key))
+        )
+        return [EndpointState.model_validate_json(v) for v in raw.values()]
+
+    async def add_dead_letter(self, letter: DeadLetter) -> None:
+        field = _letter_field(letter.webhook_id, letter.target)
+
+        async def op() -> list[Any]:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(self._key("dead"), field, letter.model_dump_json())
+                pipe.zadd(self._key("dead", "at"), {field: letter.at.timestamp()})
+                return await pipe.execute()
+
+        await self._call(op)
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        async def op() -> list[bytes | None]:
+            fields = cast(
+                list[bytes], await self._redis.zrevrange(self._key("dead", "at"), 0, limit - 1)
+            )
+            if not fields:
+                return []
+            return cast(list[bytes | None], await self._redis.hmget(self._key("dead"), *fields))
+
+        raw = await self._call(op)
+        return [DeadLetter.model_validate_json(item) for item in raw if item]
+
+    async def remove_dead_letter(self, webhook_id: str, target: str) -> None:
+        field = _letter_field(webhook_id, target)
+
+        async def op() -> list[Any]:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hdel(self._key("dead"), field)
+                pipe.zrem(self._key("dead", "at"), field)
+                return await pipe.execute()
+
+        await self._call(op)
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self._redis.aclose()

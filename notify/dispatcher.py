@@ -1,0 +1,401 @@
+"""The notifier loop: outbox -> webhooks to every target + the status topic -> ack.
+
+Each outbox entry stays unacknowledged until the status topic has the event and every target
+has reached a final outcome (delivered, refused, dead-lettered, disabled). Retries wait in
+memory, one task per (entry, target), so a slow endpoint never holds back other events. After
+a crash the store hands the unacked entry out again and the delivery resumes from the delivery
+log (attempt number, next due time); anything sent again carries the same ``webhook-id``,
+which is at-least-once delivery with receiver-side deduplication.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from checkpoint.base import CheckpointStore, OutboxEvent
+from core.config import NotifySettings, WebhookSubscription
+from core.errors import ReelsenseError, RetryableError
+from notify.base import (
+    DeadLetter,
+    DeliveryAttempt,
+    DeliveryLog,
+    DeliveryResult,
+    EndpointState,
+    Outcome,
+    StatusPublisher,
+    WebhookDelivery,
+    WebhookMessage,
+)
+from notify.delivery_log import MemoryDeliveryLog
+from notify.endpoints import EndpointHealth, utc_from
+
+log = logging.getLogger(__name__)
+
+_BACKOFF_FIRST_S = 0.5  # store, broker and log hiccups: exponential from here
+_BACKOFF_MAX_S = 30.0
+
+
+@runtime_checkable
+class ReclaimingStore(Protocol):
+    """A store that can hand over entries another consumer took and never acked."""
+
+    async def reclaim_outbox(
+        self, consumer: str, min_idle_ms: int, *, count: int = 16
+    ) -> list[tuple[str, OutboxEvent]]: ...
+
+
+def targets_for(event: OutboxEvent, subscriptions: tuple[WebhookSubscription, ...]) -> list[str]:
+    """The event's own callback URL, then every subscription matching tenant and type."""
+    urls = [event.callback_url] if event.callback_url else []
+    urls += [
+        sub.url
+        for sub in subscriptions
+        if (sub.tenant is None or sub.tenant == event.tenant) and event.type in sub.events
+    ]
+    return list(dict.fromkeys(urls))
+
+
+@dataclass
+class _Entry:
+    entry_id: str
+    event: OutboxEvent
+    message: WebhookMessage
+    targets: list[str]
+    task: asyncio.Task[None] | None = None
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+class NotificationDispatcher:
+    """Delivers outbox events as signed webhooks and status-topic records.
+
+    ``run()`` loops until ``stop()``, once per instance. ``sender`` and ``publisher`` belong to
+    the dispatcher and are closed when ``run()`` returns; ``store`` and a ``delivery_log``
+    passed in belong to the caller. ``consumer_name`` should be stable across restarts (a pod
+    name): a restarted notifier then resumes its own unacked entries at once; entries of a
+    consumer that never comes back are taken over after ``reclaim_after_s``.
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        sender: WebhookDelivery,
+        publisher: StatusPublisher | None,
+        settings: NotifySettings,
+        consumer_name: str,
+        *,
+        delivery_log: DeliveryLog | None = None,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._sender = sender
+        self._publisher = publisher
+        self._settings = settings
+        self._consumer = consumer_name
+        self.delivery_log = delivery_log or MemoryDeliveryLog(
+            max_attempts=settings.log_max_attempts
+        )
+        self._clock = clock
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        self.health = EndpointHealth(self.delivery_log, settings, clock)
+        self._entries: dict[str, _Entry] = {}
+        self._slots = asyncio.Semaphore(settings.max_concurrency)
+        self._room = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._started = False
+        self.acked = 0  # entries acknowledged since start, for tests and metrics
+
+    @property
+    def pending(self) -> int:
+        """Outbox entries taken and not yet acknowledged."""
+        return len(self._entries)
+
+    async def run(self) -> None:
+        """Read, deliver and ack until ``stop()``; unfinished entries stay unacked."""
+        if self._started:
+            raise RuntimeError("run() may be called once per dispatcher")
+        self._started = True
+        reclaim = (
+            asyncio.create_task(self._reclaim_loop(), name="notify-reclaim")
+            if isinstance(self._store, ReclaimingStore)
+            else None
+        )
+        try:
+            await self._read_loop()
+        finally:
+            tasks = [e.task for e in self._entries.values() if e.task is not None]
+            if reclaim is not None:
+                tasks.append(reclaim)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._entries.clear()
+            await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        try:
+            await self._sender.close()
+        finally:
+            if self._publisher is not None:
+                await self._publisher.stop()
+
+    async def stop(self) -> None:
+        """Stop reading and abandon pending deliveries without acking them; a later run (of
+        this or another process with the same consumer name) picks them up again."""
+        self._stopping.set()
+        self._room.set()
+
+    async def enable_endpoint(self, url: str) -> None:
+        """Re-enable an endpoint an operator has fixed; its failure streak starts over."""
+        await self.health.save(EndpointState(url=url))
+
+    async def _reclaim_loop(self) -> None:
+        """Take over entries of notifiers that went away without acking them."""
+        assert isinstance(self._store, ReclaimingStore)
+        min_idle_ms = int(self._settings.reclaim_after_s * 1000)
+        while True:
+            await asyncio.sleep(self._settings.reclaim_interval_s)
+            room = self._settings.max_pending_events - len(self._entries)
+            if room <= 0:
+                continue
+            try:
+                taken = await self._store.reclaim_outbox(
+                    self._consumer, min_idle_ms, count=min(room, self._settings.read_count)
+                )
+            except ReelsenseError as exc:
+                log.warning("outbox reclaim failed (%s): %s", exc.code, exc)
+                continue
+            for entry_id, event in taken:
+                if entry_id not in self._entries:
+                    log.info("took over outbox entry %s (%s)", entry_id, event.webhook_id)
+                    self._start(entry_id, event)
+
+    async def _read_loop(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            room = self._settings.max_pending_events - len(self._entries)
+            if room <= 0:
+                self._room.clear()
+                await self._room.wait()
+                continue
+            read = asyncio.ensure_future(
+                self._store.read_outbox(
+                    self._consumer,
+                    count=min(self._settings.read_count, room),
+                    block_ms=self._settings.read_block_ms,
+                )
+            )
+            stopping = asyncio.ensure_future(self._stopping.wait())
+            await asyncio.wait({read, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not read.done():
+                read.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ReelsenseError):
+                    await read
+                return
+            try:
+                batch = read.result()
+            except ReelsenseError as exc:
+                failures += 1
+                log.warning("outbox read failed (%s), retrying: %s", exc.code, exc)
+                await self._sleep(self._backoff(failures))
+                continue
+            failures = 0
+            fresh = [(eid, ev) for eid, ev in batch if eid not in self._entries]
+            for entry_id, event in fresh:
+                self._start(entry_id, event)
+            if batch and not fresh:
+                # The store handed back only entries already in hand: wait for one to finish
+                # rather than asking again at once.
+                self._room.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._settings.read_block_ms / 1000):
+                        await self._room.wait()
+
+    def _start(self, entry_id: str, event: OutboxEvent) -> None:
+        entry = _Entry(
+            entry_id=entry_id,
+            event=event,
+            message=WebhookMessage.from_event(event),
+            targets=targets_for(event, self._settings.subscriptions),
+        )
+        self._entries[entry_id] = entry
+        entry.task = asyncio.create_task(self._handle(entry), name=f"notify-{entry_id}")
+
+    async def _handle(self, entry: _Entry) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
+                for target in entry.targets:
+                    group.create_task(self._deliver(entry, target))
+                if self._publisher is not None:
+                    group.create_task(self._publish(entry))
+            await self._retry("outbox ack", lambda: self._store.ack_outbox([entry.entry_id]))
+        except Exception:
+            # One broken entry must not stop the notifier. Left unacked, the store hands it
+            # out again; the log keeps what was already delivered.
+            log.exception("outbox entry %s not finished, left unacked", entry.entry_id)
+        else:
+            self.acked += 1
+            log.info(
+                "notified %s %s (%s): %s",
+                entry.event.type,
+                entry.event.video_id,
+                entry.message.id,
+                {t: o.value for t, o in entry.outcomes.items()} or "no webhook target",
+            )
+        finally:
+            self._entries.pop(entry.entry_id, None)
+            self._room.set()
+
+    async def _publish(self, entry: _Entry) -> None:
+        publisher = self._publisher
+        assert publisher is not None
+        await self._retry("status topic", lambda: publisher.publish(entry.event))
+
+    async def _deliver(self, entry: _Entry, target: str) -> None:
+        """All attempts of one message to one target, resumed from the log after a restart."""
+        attempt, due = 1, self._clock()
+        last = await self._last_attempt(entry.message.id, target)
+        if last is not None:
+            if last.outcome.final:
+                entry.outcomes[target] = last.outcome
+                return
+            attempt = last.attempt + 1
+            if last.next_retry_at is not None:
+                due = last.next_retry_at.timestamp()
+        while True:
+            await self._sleep(due - self._clock())
+            state = await self.health.get(target)
+            if state.disabled:
+                result = DeliveryResult(
+                    Outcome.DISABLED, code="webhook_endpoint_disabled", detail="not sent"
+                )
+            else:
+                async with self._slots:
+                    result = await self._sender.deliver(target, entry.message)
+                state = await self.health.update(target, result)
+            outcome, next_at = self._next(result, state, attempt)
+            await self._record(
+                entry,
+                target=target,
+                attempt=attempt,
+                outcome=outcome,
+                result=result,
+                next_at=next_at,
+            )
+            if outcome.final:
+                entry.outcomes[target] = outcome
+                return
+            assert next_at is not None
+            attempt, due = attempt + 1, next_at
+
+    def _next(
+        self, result: DeliveryResult, state: EndpointState, attempt: int
+    ) -> tuple[Outcome, float | None]:
+        """The attempt's final word, and when to try again if it is a retry."""
+        if result.outcome is not Outcome.RETRY:
+            return result.outcome, None
+        if state.disabled:
+            return Outcome.DISABLED, None
+        schedule = self._settings.retry_schedule_s
+        if attempt > len(schedule):
+            return Outcome.DEAD_LETTERED, None
+        if result.retry_after is not None:
+            delay = result.retry_after
+        else:
+            spread = self._settings.jitter
+            delay = schedule[attempt - 1] * (1 + self._rng.uniform(-spread, spread))
+        return Outcome.RETRY, self._clock() + max(0.0, delay)
+
+    async def _record(
+        self,
+        entry: _Entry,
+        *,
+        target: str,
+        attempt: int,
+        outcome: Outcome,
+        result: DeliveryResult,
+        next_at: float | None,
+    ) -> None:
+        now = utc_from(self._clock())
+        code = result.code
+        if outcome is Outcome.DEAD_LETTERED:
+            code = f"retries_exhausted:{result.code}" if result.code else "retries_exhausted"
+        record = DeliveryAttempt(
+            webhook_id=entry.message.id,
+            video_id=entry.event.video_id,
+            tenant=entry.event.tenant,
+            type=entry.event.type,
+            target=target,
+            attempt=attempt,
+            outcome=outcome,
+            status_code=result.status_code,
+            code=code,
+            detail=result.detail,
+            duration_ms=round(result.duration_s * 1000, 3),
+            next_retry_at=datetime.fromtimestamp(next_at, UTC) if next_at is not None else None,
+            at=now,
+        )
+        level = logging.INFO if outcome in (Outcome.DELIVERED, Outcome.RETRY) else logging.WARNING
+        log.log(
+            level,
+            "webhook %s -> %s attempt %d: %s %s %s",
+            entry.message.id,
+            target,
+            attempt,
+            outcome.value,
+            result.status_code or "",
+            code or "",
+        )
+        try:
+            await self.delivery_log.record(record)
+            if outcome in (Outcome.FAILED, Outcome.DISABLED, Outcome.DEAD_LETTERED):
+                await self.delivery_log.add_dead_letter(
+                    DeadLetter(
+                        webhook_id=entry.message.id,
+                        target=target,
+                        event=entry.event,
+                        outcome=outcome,
+                        code=code,
+                        detail=result.detail,
+                        attempts=attempt,
+                        at=now,
+                    )
+                )
+        except ReelsenseError as exc:
+            log.warning("delivery log write failed: %s", exc)
+
+    async def _last_attempt(self, webhook_id: str, target: str) -> DeliveryAttempt | None:
+        try:
+            return await self.delivery_log.last_attempt(webhook_id, target)
+        except ReelsenseError as exc:
+            log.warning("delivery log unreadable, starting %s afresh: %s", webhook_id, exc)
+            return None
+
+    async def _retry(self, what: str, op: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Retryable failures of the store or the broker: back off until it works."""
+        failures = 0
+        while True:
+            try:
+                await op()
+                return
+            except RetryableError as exc:
+                failures += 1
+                log.warning("%s failed (%s), retrying: %s", what, exc.code, exc)
+                await self._sleep(self._backoff(failures))
+
+    def _backoff(self, failures: int) -> float:
+        base = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2.0 ** min(failures - 1, 16))
+        return base * (0.5 + self._rng.random() / 2)
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            await asyncio.sleep(seconds)

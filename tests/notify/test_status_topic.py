@@ -1,0 +1,86 @@
+"""The status topic on the real broker (Tansu)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from core.config import KafkaSettings
+from notify.errors import StatusPublishFailed
+from notify.status_topic import StatusTopicPublisher
+from service.embedded import free_port
+from tests.notify.support import make_event
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+async def read_all(bootstrap: str, topic: str, expected: int) -> list[object]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    found: list[object] = []
+    try:
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or {0}]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        for _ in range(40):
+            batch = await consumer.getmany(timeout_ms=250)
+            for records in batch.values():
+                found.extend(records)
+            if len(found) >= expected:
+                break
+    finally:
+        await consumer.stop()
+    return found
+
+
+async def test_events_are_readable_from_the_status_topic(kafka_bootstrap: str, unique: str) -> None:
+    topic = f"status-{unique}"
+    await create_topic(kafka_bootstrap, topic)
+    publisher = StatusTopicPublisher(KafkaSettings(bootstrap=kafka_bootstrap, status_topic=topic))
+    events = [
+        make_event("v1"),
+        make_event("v2", type="video.failed", data={"error_code": "invalid_video"}),
+    ]
+    try:
+        for event in events:
+            await publisher.publish(event)
+        await publisher.publish(events[0])  # a republish: same id, receivers deduplicate
+    finally:
+        await publisher.stop()
+
+    records = await read_all(kafka_bootstrap, topic, 3)
+    assert len(records) == 3
+    seen = []
+    for record in records:
+        headers = {k: v.decode() for k, v in record.headers}
+        payload = json.loads(record.value)
+        seen.append((record.key.decode(), headers["webhook-id"], payload["type"]))
+        assert headers["event-type"] == payload["type"]
+        assert payload["data"]["video_id"] == record.key.decode()
+    assert seen == [
+        ("v1", events[0].webhook_id, "video.done"),
+        ("v2", events[1].webhook_id, "video.failed"),
+        ("v1", events[0].webhook_id, "video.done"),
+    ]
+    assert json.loads(records[1].value)["data"]["error_code"] == "invalid_video"
+
+
+async def test_broker_down_is_a_retryable_error() -> None:
+    publisher = StatusTopicPublisher(
+        KafkaSettings(bootstrap=f"127.0.0.1:{free_port()}", status_topic="nowhere"),
+        request_timeout_ms=1000,
+    )
+    with pytest.raises(StatusPublishFailed) as caught:
+        await publisher.publish(make_event())
+    assert caught.value.code == "status_publish_failed"
+    await publisher.stop()

@@ -71,13 +71,19 @@ def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Vi
             video_id=key_id,
         )
     try:
-        body = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidEvent(f"event is not JSON: {exc}", code="event_not_json", video_id=key_id)
+        body = json.loads(value, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        # ValueError covers bad bytes, bad JSON and integers past Python's digit limit;
+        # RecursionError, nesting deeper than the interpreter's stack.
+        raise InvalidEvent(
+            f"event is not JSON: {_printable(str(exc))}", code="event_not_json", video_id=key_id
+        ) from None
     if not isinstance(body, dict):
         raise InvalidEvent("event must be a JSON object", code="event_invalid", video_id=key_id)
     body_id = body.get("video_id")
-    readable = body_id if isinstance(body_id, str) and VIDEO_ID_PATTERN.match(body_id) else key_id
+    readable = (
+        body_id if isinstance(body_id, str) and VIDEO_ID_PATTERN.fullmatch(body_id) else key_id
+    )
     try:
         event = VideoUploaded.model_validate(body)
     except ValidationError as exc:
@@ -85,10 +91,20 @@ def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Vi
             f"{'.'.join(str(p) for p in err['loc']) or 'event'}: {err['msg']}"
             for err in exc.errors()
         )
-        raise InvalidEvent(problems, code="event_invalid", video_id=readable) from None
-    if key_id is not None and key_id != event.video_id:
+        raise InvalidEvent(_printable(problems), code="event_invalid", video_id=readable) from None
+    try:
+        # Lone surrogates in free-form metadata pass validation but cannot be written out.
+        event.to_bytes()
+    except ValueError as exc:
         raise InvalidEvent(
-            f"record key {key_id!r} differs from video_id {event.video_id!r}",
+            f"event cannot be serialized: {_printable(str(exc))}",
+            code="event_invalid",
+            video_id=readable,
+        ) from None
+    # Compare bytes: a key that is present but not a readable id must not pass either.
+    if key is not None and key != event.video_id.encode():
+        raise InvalidEvent(
+            f"record key {key[:200]!r} differs from video_id {event.video_id!r}",
             code="event_key_mismatch",
             video_id=event.video_id,
         )
@@ -102,4 +118,14 @@ def _readable_id(key: bytes | None) -> str | None:
         text = key.decode()
     except UnicodeDecodeError:
         return None
-    return text if VIDEO_ID_PATTERN.match(text) else None
+    # fullmatch: ``$`` in the pattern would also accept a trailing newline.
+    return text if VIDEO_ID_PATTERN.fullmatch(text) else None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _printable(text: str) -> str:
+    """Messages end up in logs and headers: no lone surrogates."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,0 +1,76 @@
+"""Model engine interfaces.
+
+An engine wraps one model library behind a small, typed surface so that stages stay thin and
+a different backend (another OCR library, vLLM instead of transformers) can replace one without
+touching the stage. Like a stage, an engine's constructor stores configuration only; ``load()``
+reads weights inside the worker; ``close()`` frees them. Library exceptions are mapped once,
+here at the boundary, to the errors in ``models.errors``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from core.records import Image, OcrLine, Vector
+from models.errors import InvalidImage
+
+
+class ModelEngine(ABC):
+    """Lifecycle shared by every engine."""
+
+    @property
+    @abstractmethod
+    def model_id(self) -> str:
+        """A stable name of the weights and library that produce the output; known before
+        ``load()`` so that the pipeline version can be computed without loading anything."""
+
+    @abstractmethod
+    def load(self) -> None:
+        """Load the weights; runs once in the worker. Raises ``ModelLoadError`` or
+        ``ModelUnavailable``."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what ``load()`` took."""
+
+
+class OcrModel(ModelEngine):
+    """Reads the text written in an image."""
+
+    @abstractmethod
+    def read(self, image: Image) -> list[OcrLine]:
+        """Text lines found in an RGB ``H x W x 3`` uint8 image, in reading order."""
+
+
+class TextEmbeddingModel(ModelEngine):
+    """Turns texts into vectors for similarity search."""
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int:
+        """Length of every vector ``embed`` returns."""
+
+    @abstractmethod
+    def embed(self, texts: list[str]) -> Vector:
+        """An ``(len(texts), dimension)`` float32 array of L2-normalised rows."""
+
+
+class VlmEngine(ModelEngine):
+    """A vision-language model that answers a prompt about each image."""
+
+    @abstractmethod
+    def caption(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
+        """One answer per RGB image, in order, decoded greedily (same input, same output)."""
+
+
+def require_rgb(image: object) -> Image:
+    """``image`` if it is an ``H x W x 3`` uint8 array, else ``InvalidImage``: checked before a
+    library sees it, so that a bad frame fails permanently instead of as a retryable crash."""
+    if not isinstance(image, np.ndarray):
+        raise InvalidImage(f"expected a numpy image, got {type(image).__name__}")
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise InvalidImage(f"expected H x W x 3 uint8 RGB, got {image.dtype} {image.shape}")
+    if image.shape[0] < 1 or image.shape[1] < 1:
+        raise InvalidImage(f"empty image {image.shape}")
+    return image

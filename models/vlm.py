@@ -1,0 +1,212 @@
+"""Vision-language models for frame captions: transformers on CPU, vLLM on GPU workers.
+
+Both engines run Qwen2-VL-family checkpoints with the same prompt, so switching engine changes
+throughput, not what is asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PIL import Image as PILImage
+
+from core.config import StageSettings
+from core.records import Image
+from models.base import VlmEngine, require_rgb
+from models.errors import InferenceFailed, ModelLoadError, ModelUnavailable
+
+log = logging.getLogger(__name__)
+
+IMAGE_PAD = "<|image_pad|>"
+_SYSTEM = "You are a helpful assistant."
+
+
+def qwen2_vl_prompt(question: str, image_tokens: int = 1) -> str:
+    """Qwen2-VL's chat format for one image and one question, ready for generation.
+
+    vLLM expands a single ``<|image_pad|>`` itself; for transformers the caller passes how many
+    placeholders the image takes (one per merged vision patch).
+    """
+    return (
+        f"<|im_start|>system\n{_SYSTEM}<|im_end|>\n"
+        f"<|im_start|>user\n<|vision_start|>{IMAGE_PAD * image_tokens}<|vision_end|>"
+        f"{question}<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+class TransformersVlmEngine(VlmEngine):
+    """A Qwen2-VL(-compatible) checkpoint in a local folder, run by transformers on CPU.
+
+    The prompt is built here from the image processor and tokenizer rather than through
+    ``AutoProcessor``: transformers 5 builds ``Qwen2VLProcessor`` only with its video processor,
+    which needs torchvision, a package CPU workers do not otherwise need. Doing the processor's
+    two steps (count the image's placeholder tokens, mark them in ``mm_token_type_ids`` for
+    M-RoPE) keeps the model input identical.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        max_pixels: int | None = None,
+        batch_size: int = 8,
+        threads: int = 1,
+    ) -> None:
+        self.model_path = model_path
+        self.max_pixels = max_pixels
+        self.batch_size = batch_size
+        self.threads = threads
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._images: Any = None
+        self._image_token_id = -1
+
+    @property
+    def model_id(self) -> str:
+        return self.model_path
+
+    def load(self) -> None:
+        try:
+            # torch and transformers are imported in the worker only (see models.embedding).
+            import torch  # noqa: PLC0415
+            from transformers import (  # noqa: PLC0415
+                AutoImageProcessor,
+                AutoModelForImageTextToText,
+                AutoTokenizer,
+            )
+            from transformers.utils import logging as hf_logging  # noqa: PLC0415
+
+            # The worker process is this model's alone: size torch's pool to its CPUs.
+            torch.set_num_threads(self.threads)
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            extra = {} if self.max_pixels is None else {"max_pixels": self.max_pixels}
+            images = AutoImageProcessor.from_pretrained(  # type: ignore[no-untyped-call]
+                self.model_path, local_files_only=True, **extra
+            )
+            tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
+            model: Any = AutoModelForImageTextToText.from_pretrained(
+                self.model_path, local_files_only=True, dtype="auto"
+            )
+            model.eval()
+        except Exception as exc:
+            raise ModelLoadError(f"cannot load VLM from {self.model_path}: {exc}") from exc
+        image_token_id = getattr(model.config, "image_token_id", None)
+        if image_token_id is None or not hasattr(images, "merge_size"):
+            raise ModelLoadError(f"{self.model_path} is not a Qwen2-VL-compatible model")
+        # Batches are padded on the left so every row's generated tokens start at the same index.
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self._model, self._tokenizer, self._images = model, tokenizer, images
+        self._image_token_id = int(image_token_id)
+
+    def caption(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
+        if self._model is None:
+            raise RuntimeError("TransformersVlmEngine.load() must run before caption()")
+        checked = [require_rgb(image) for image in images]
+        out: list[str] = []
+        for start in range(0, len(checked), self.batch_size):
+            batch = checked[start : start + self.batch_size]
+            out.extend(self._generate(batch, prompt, max_new_tokens))
+        return out
+
+    def _generate(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
+        import torch  # noqa: PLC0415 - loaded by load() already
+
+        try:
+            pixels = self._images(images=images, return_tensors="pt")
+            merge = int(self._images.merge_size) ** 2
+            counts = (pixels["image_grid_thw"].prod(dim=-1) // merge).tolist()
+            texts = [qwen2_vl_prompt(prompt, int(n)) for n in counts]
+            tokens = self._tokenizer(texts, return_tensors="pt", padding=True)
+            mm_token_type_ids = (tokens["input_ids"] == self._image_token_id).to(torch.int32)
+            with torch.inference_mode():
+                generated = self._model.generate(
+                    **tokens,
+                    **pixels,
+                    mm_token_type_ids=mm_token_type_ids,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                )
+            new_tokens = generated[:, tokens["input_ids"].shape[1] :]
+            decoded = self._tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        except Exception as exc:
+            raise InferenceFailed(f"VLM generation failed on {len(images)} frames: {exc}") from exc
+        return [str(text).strip() for text in decoded]
+
+    def close(self) -> None:
+        self._model = self._tokenizer = self._images = None
+
+
+class VllmVlmEngine(VlmEngine):
+    """The same checkpoints served by vLLM's offline engine on a GPU worker.
+
+    vLLM is an optional extra (``pip install 'reelsense[vllm]'``): it brings its own CUDA build
+    of torch, so it is installed on GPU nodes only and imported in ``load()``.
+    """
+
+    def __init__(self, model: str, *, max_pixels: int | None = None, seed: int = 0) -> None:
+        self.model = model
+        self.max_pixels = max_pixels
+        self.seed = seed
+        self._llm: Any = None
+        self._sampling: Any = None
+
+    @property
+    def model_id(self) -> str:
+        return self.model
+
+    def load(self) -> None:
+        try:
+            # Only GPU nodes have vLLM (the `vllm` extra).
+            from vllm import LLM, SamplingParams  # noqa: PLC0415
+        except ImportError as exc:
+            raise ModelUnavailable(
+                "vlm_engine='vllm' needs vLLM, which is not installed here: install the "
+                "`vllm` extra (pip install 'reelsense[vllm]') on a GPU node, or use "
+                "vlm_engine='transformers'"
+            ) from exc
+        processor_kwargs = {} if self.max_pixels is None else {"max_pixels": self.max_pixels}
+        try:
+            self._llm = LLM(
+                model=self.model,
+                limit_mm_per_prompt={"image": 1},
+                mm_processor_kwargs=processor_kwargs or None,
+                seed=self.seed,
+            )
+        except Exception as exc:
+            raise ModelLoadError(f"vLLM cannot load {self.model}: {exc}") from exc
+        self._sampling = SamplingParams
+
+    def caption(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
+        if self._llm is None:
+            raise RuntimeError("VllmVlmEngine.load() must run before caption()")
+        text = qwen2_vl_prompt(prompt)
+        requests = [
+            {"prompt": text, "multi_modal_data": {"image": PILImage.fromarray(require_rgb(image))}}
+            for image in images
+        ]
+        params = self._sampling(temperature=0.0, max_tokens=max_new_tokens)
+        try:
+            outputs = self._llm.generate(requests, params, use_tqdm=False)
+        except Exception as exc:
+            raise InferenceFailed(f"vLLM generation failed on {len(images)} frames: {exc}") from exc
+        return [str(out.outputs[0].text).strip() for out in outputs]
+
+    def close(self) -> None:
+        self._llm = None
+
+
+def engine_for(settings: StageSettings) -> VlmEngine:
+    """The engine ``settings`` ask for (not loaded yet)."""
+    if not settings.vlm_model:
+        raise ModelLoadError("no VLM configured (stages.vlm_model is empty)")
+    if settings.vlm_engine == "vllm":
+        return VllmVlmEngine(settings.vlm_model, max_pixels=settings.vlm_max_pixels)
+    return TransformersVlmEngine(
+        settings.vlm_model,
+        max_pixels=settings.vlm_max_pixels,
+        batch_size=settings.vlm_batch_size,
+        threads=settings.vlm_threads,
+    )

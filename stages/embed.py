@@ -1,0 +1,55 @@
+"""The embedding stage: one vector per frame for what is known about it in words."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from core.config import StageSettings
+from core.records import Chunk, Frame
+from models.embedding import TextEmbedder
+from stages.base import Resources, Stage
+
+
+class EmbedStage(Stage[Chunk, Chunk]):
+    """Fills ``frame.embedding`` from ``frame.text`` (OCR text, then caption).
+
+    Frames without any text get ``None``: an embedding of the empty string would match every
+    other empty frame and nothing useful. All texts of a batch (across chunks and videos) go
+    to the model in one call.
+    """
+
+    name = "embed"
+
+    def __init__(self, settings: StageSettings) -> None:
+        self._settings = settings
+        self.resources = Resources(cpus=float(settings.embed_threads), memory_mb=600)
+        self._embedder: TextEmbedder | None = None
+
+    def version_params(self) -> Mapping[str, object]:
+        return {"model": self._settings.embed_model, "normalized": True}
+
+    def setup(self) -> None:
+        embedder = TextEmbedder(self._settings.embed_model, threads=self._settings.embed_threads)
+        embedder.load()
+        self._embedder = embedder
+
+    def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
+        if self._embedder is None:
+            raise RuntimeError("EmbedStage.setup() must run before process_batch()")
+        with_text: list[Frame] = []
+        for chunk in items:
+            for frame in chunk.frames:
+                if frame.text.strip():
+                    with_text.append(frame)
+                else:
+                    frame.embedding = None
+        if with_text:
+            vectors = self._embedder.embed([frame.text for frame in with_text])
+            for frame, vector in zip(with_text, vectors, strict=True):
+                frame.embedding = vector
+        return list(items)
+
+    def teardown(self) -> None:
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None

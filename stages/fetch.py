@@ -171,24 +171,29 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         self._lock = threading.Lock()
 
     def setup(self) -> None:
+        self._downloads.mkdir(parents=True, exist_ok=True)
+
+    def _s3_client(self) -> Any:
+        # Built on first use, not in setup(): without configured keys botocore looks for
+        # credentials (instance metadata at 169.254.169.254 included), which only a worker that
+        # actually reads from S3 should do.
         with self._lock:
-            if self._s3 is not None:
-                return
-            self._downloads.mkdir(parents=True, exist_ok=True)
-            storage, limits = self._storage, self._limits
-            self._s3 = boto3.session.Session().client(
-                "s3",
-                endpoint_url=storage.s3_endpoint_url,
-                region_name=storage.s3_region,
-                aws_access_key_id=_secret(storage.s3_access_key_id),
-                aws_secret_access_key=_secret(storage.s3_secret_access_key),
-                config=Config(
-                    connect_timeout=limits.connect_timeout_s,
-                    read_timeout=limits.read_timeout_s,
-                    # Retries belong to the video's retry budget, not to the client.
-                    retries={"max_attempts": 1, "mode": "standard"},
-                ),
-            )
+            if self._s3 is None:
+                storage, limits = self._storage, self._limits
+                self._s3 = boto3.session.Session().client(
+                    "s3",
+                    endpoint_url=storage.s3_endpoint_url,
+                    region_name=storage.s3_region,
+                    aws_access_key_id=_secret(storage.s3_access_key_id),
+                    aws_secret_access_key=_secret(storage.s3_secret_access_key),
+                    config=Config(
+                        connect_timeout=limits.connect_timeout_s,
+                        read_timeout=limits.read_timeout_s,
+                        # Retries belong to the video's retry budget, not to the client.
+                        retries={"max_attempts": 1, "mode": "standard"},
+                    ),
+                )
+            return self._s3
 
     def teardown(self) -> None:
         with self._lock:
@@ -223,7 +228,7 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         if scheme == "file":
             return self._local_file(ref.uri), False
         if scheme in ("s3", "http", "https"):
-            self.setup()
+            self._downloads.mkdir(parents=True, exist_ok=True)
             dest = self._downloads / f"{_safe_name(ref.video_id)}-{uuid.uuid4().hex[:12]}"
             if scheme == "s3":
                 self._download_s3(ref.uri, dest)
@@ -266,7 +271,7 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         limits = self._limits
         deadline = time.monotonic() + limits.total_timeout_s
         try:
-            obj = self._s3.get_object(Bucket=bucket, Key=key)
+            obj = self._s3_client().get_object(Bucket=bucket, Key=key)
             declared = int(obj.get("ContentLength") or 0)
             if declared > limits.max_bytes:
                 raise SourceTooLarge(

@@ -38,7 +38,8 @@ def test_render_frame_shape_and_text() -> None:
     assert _ink(latin) > 200
     assert _ink(chinese) > 200
     # Distinct glyphs, not the same "missing glyph" boxes for every character.
-    assert not np.array_equal(render_frame(["欢迎"], size=SMALL), render_frame(["数据"], size=SMALL))
+    welcome, data = render_frame(["欢迎"], size=SMALL), render_frame(["数据"], size=SMALL)
+    assert not np.array_equal(welcome, data)
 
 
 def test_dark_background_gets_light_text() -> None:
@@ -123,9 +124,7 @@ def test_long_video_cycles_scenes(tmp_path: Path) -> None:
         assert container.streams.video[0].frames == round(2.5 * 25)
 
 
-def test_missing_cjk_font_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_cjk_font_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "fonts").mkdir()
     monkeypatch.setattr(samples, "_DEFAULT_FONT", str(tmp_path / "missing.ttc"))
     monkeypatch.setattr(samples, "_FONT_DIRS", (tmp_path / "fonts",))

@@ -1,0 +1,646 @@
+"""FetchProbeStage and netguard: sources, probe limits, reason codes, SSRF refusals.
+
+Every test runs under a guard that fails it on any connection to a non-loopback address and on
+any attempt to resolve a name through a connection, so a refusal is proven to happen before
+anything leaves the machine. A local http.server on 127.0.0.1 serves the allowed downloads;
+"public" hosts are stub-resolved to documentation-free public addresses and routed to that
+server by a test transport, so redirects and pinning are exercised end to end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import shutil
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from core.config import LimitSettings, StorageSettings
+from core.errors import PermanentError
+from core.records import VideoRef
+from stages import netguard
+from stages.errors import (
+    FetchFailed,
+    FetchRefused,
+    InvalidVideo,
+    LimitExceeded,
+    SourceNotFound,
+    SourceTooLarge,
+    UnsupportedMedia,
+)
+from stages.fetch import FetchProbeStage
+from tests.stages import media
+
+PUBLIC_IP = "93.184.216.34"
+CDN_IP = "151.101.1.69"
+
+
+# --- guard -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Addresses connected to during the test; anything but loopback fails the test."""
+    attempts: list[str] = []
+    real_connect = socket.socket.connect
+
+    def check(host: str) -> None:
+        attempts.append(host)
+        try:
+            address = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            pytest.fail(f"connection by name attempted: {host}")
+        if not address.is_loopback:
+            pytest.fail(f"connection attempted to {host}")
+
+    def guarded_connect(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            check(str(address[0]))
+        real_connect(self, address)
+
+    real_create = socket.create_connection
+
+    def guarded_create(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        check(str(address[0]))
+        return real_create(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket, "create_connection", guarded_create)
+    return attempts
+
+
+# --- local HTTP server -------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    root: ClassVar[Path]
+    hosts: ClassVar[list[str]]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        type(self).hosts.append(self.headers.get("Host", ""))
+        parts = urlsplit(self.path)
+        kind, _, rest = parts.path.lstrip("/").partition("/")
+        if kind == "files" and (self.root / rest).is_file():
+            body = (self.root / rest).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "video/mp4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif kind == "stream" and (self.root / rest).is_file():
+            # No Content-Length: the body ends when the connection closes.
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            self.wfile.write((self.root / rest).read_bytes())
+        elif kind == "redirect":
+            self._redirect(parse_qs(parts.query)["to"][0])
+        elif kind == "loop":
+            self._redirect("/loop")
+        elif kind == "status":
+            self.send_response(int(rest))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def _redirect(self, location: str) -> None:
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("videos")
+    media.write_clip(folder / "clip.mp4", 4.0)
+    media.write_with_audio(folder / "audio_video.mp4")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(videos: Path) -> Iterator[tuple[int, list[str]]]:
+    hosts: list[str] = []
+    handler = type("Handler", (_Handler,), {"root": videos, "hosts": hosts})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1], hosts
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def port(server: tuple[int, list[str]]) -> int:
+    return server[0]
+
+
+class _ToLocal(httpx.HTTPTransport):
+    """Routes the stub public addresses to the local server; records what was requested."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+        self.requests: list[httpx.Request] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if request.url.host in (PUBLIC_IP, CDN_IP):
+            request.url = request.url.copy_with(host="127.0.0.1", port=self.port)
+        return super().handle_request(request)
+
+
+def stub_resolver(table: dict[str, list[str]]) -> tuple[netguard.Resolver, list[str]]:
+    asked: list[str] = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        if host not in table:
+            raise FetchFailed(f"unknown test host {host}", code="dns_failed")
+        return table[host]
+
+    return resolve, asked
+
+
+NAMES = {
+    "videos.example": [PUBLIC_IP],
+    "cdn.example": [CDN_IP],
+    "metadata.internal": ["169.254.169.254"],
+    "intranet.example": ["10.0.0.1"],
+    "mixed.example": [PUBLIC_IP, "10.1.2.3"],
+    "v6private.example": ["fd00::1"],
+    "mapped.example": ["::ffff:127.0.0.1"],
+}
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# --- stage helpers -----------------------------------------------------------------------------
+
+
+def make_stage(
+    tmp_path: Path, *, storage: StorageSettings | None = None, **limits: Any
+) -> FetchProbeStage:
+    stage = FetchProbeStage(
+        LimitSettings.model_validate(limits), storage or StorageSettings(), str(tmp_path / "work")
+    )
+    stage.setup()
+    return stage
+
+
+def fetch_error(stage: FetchProbeStage, uri: str) -> PermanentError | FetchFailed:
+    with pytest.raises((PermanentError, FetchFailed)) as caught:
+        stage.open(VideoRef("v1", uri))
+    error = caught.value
+    assert isinstance(error, PermanentError | FetchFailed)
+    return error
+
+
+def downloads(tmp_path: Path) -> list[Path]:
+    folder = tmp_path / "work" / "downloads"
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+# --- probe -------------------------------------------------------------------------------------
+
+
+def test_probe_of_a_local_file(tmp_path: Path, videos: Path) -> None:
+    stage = make_stage(tmp_path, file_roots=(str(videos),))
+    video = stage.open(VideoRef("v1", (videos / "audio_video.mp4").as_uri()))
+    probe = video.probe
+    assert video.path == str(videos / "audio_video.mp4")
+    assert not video.temporary
+    assert probe.container == "mov,mp4,m4a,3gp,3g2,mj2"
+    assert probe.codec == "h264"
+    assert (probe.width, probe.height) == (320, 180)
+    assert probe.fps == pytest.approx(25.0)
+    assert probe.duration_s == pytest.approx(2.0, abs=0.1)
+    assert (probe.video_streams, probe.audio_streams) == (1, 1)
+    assert probe.size_bytes == (videos / "audio_video.mp4").stat().st_size
+    stage.release(video)
+    assert Path(video.path).exists()  # a file:// source is never deleted
+    assert stage.process_batch([VideoRef("v2", (videos / "clip.mp4").as_uri())])[0].probe
+
+
+BAD_INPUTS: list[tuple[str, Callable[[Path], Any], type[Exception], str]] = [
+    ("empty.mp4", lambda p: p.write_bytes(b""), InvalidVideo, "empty_file"),
+    ("random.mp4", media.write_random_bytes, InvalidVideo, "invalid_video"),
+    ("image.mp4", media.write_image_as_mp4, UnsupportedMedia, "unsupported_container"),
+    ("audio.mp4", media.write_audio_only, UnsupportedMedia, "no_video_stream"),
+    (
+        "cut.mp4",  # the index (moov) is at the end and is gone
+        lambda p: media.truncate(media.write_clip(p, 2.0), 0.5),
+        InvalidVideo,
+        "invalid_video",
+    ),
+    (
+        "list.m3u8",
+        lambda p: p.write_text("#EXTM3U\n#EXTINF:10,\nhttp://169.254.169.254/a.ts\n"),
+        UnsupportedMedia,
+        "unsupported_container",
+    ),
+    (
+        "list.mp4",
+        lambda p: p.write_text("ffconcat version 1.0\nfile /etc/passwd\n"),
+        UnsupportedMedia,
+        "unsupported_container",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "build", "error", "code"), BAD_INPUTS)
+def test_bad_input_reason_codes(
+    tmp_path: Path, name: str, build: Callable[[Path], Any], error: type[Exception], code: str
+) -> None:
+    build(tmp_path / name)
+    stage = make_stage(tmp_path, file_roots=(str(tmp_path),))
+    caught = fetch_error(stage, (tmp_path / name).as_uri())
+    assert isinstance(caught, error)
+    assert caught.code == code
+
+
+LIMIT_CASES: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"max_duration_s": 2.0}, LimitExceeded, "limit_duration"),
+    ({"max_width": 160, "max_height": 90}, LimitExceeded, "limit_dimensions"),
+    ({"max_fps": 20.0}, LimitExceeded, "limit_fps"),
+    ({"max_bytes": 1000}, SourceTooLarge, "limit_bytes"),
+    ({"codecs": ("hevc", "av1")}, UnsupportedMedia, "unsupported_codec"),
+    ({"containers": ("matroska,webm",)}, UnsupportedMedia, "unsupported_container"),
+]
+
+
+@pytest.mark.parametrize(("limits", "error", "code"), LIMIT_CASES)
+def test_limits(
+    tmp_path: Path, videos: Path, limits: dict[str, Any], error: type[Exception], code: str
+) -> None:
+    stage = make_stage(tmp_path, file_roots=(str(videos),), **limits)
+    caught = fetch_error(stage, (videos / "clip.mp4").as_uri())
+    assert isinstance(caught, error)
+    assert caught.code == code
+
+
+def test_stream_limit_and_portrait_dimensions(tmp_path: Path, videos: Path) -> None:
+    stage = make_stage(tmp_path, file_roots=(str(videos),), max_streams=1)
+    assert fetch_error(stage, (videos / "audio_video.mp4").as_uri()).code == "limit_streams"
+    # 320x180 stored, checked against a 180x320 portrait limit: orientation does not matter.
+    stage = make_stage(tmp_path, file_roots=(str(videos),), max_width=180, max_height=320)
+    assert stage.open(VideoRef("v1", (videos / "clip.mp4").as_uri())).probe.width == 320
+
+
+# --- file roots --------------------------------------------------------------------------------
+
+
+def test_file_uris_need_roots(tmp_path: Path, videos: Path) -> None:
+    stage = make_stage(tmp_path)
+    error = fetch_error(stage, (videos / "clip.mp4").as_uri())
+    assert isinstance(error, FetchRefused)
+    assert error.code == "fetch_refused"
+
+
+def test_file_roots_refuse_escapes(tmp_path: Path, videos: Path) -> None:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside.mp4"
+    shutil.copy(videos / "clip.mp4", outside)
+    shutil.copy(videos / "clip.mp4", root / "sub" / "ok.mp4")
+    (root / "link.mp4").symlink_to(outside)
+    (root / "dirlink").symlink_to(tmp_path)
+    stage = make_stage(tmp_path, file_roots=(str(root),))
+
+    assert stage.open(VideoRef("v1", f"file://{root}/sub/ok.mp4")).probe.codec == "h264"
+    assert stage.open(VideoRef("v1", f"file://localhost{root}/sub/../sub/ok.mp4")).probe
+    refused = [
+        outside.as_uri(),
+        f"file://{root}/../outside.mp4",
+        f"file://{root}/sub/%2e%2e/%2e%2e/outside.mp4",
+        f"file://{root}/link.mp4",  # symlink out of the root
+        f"file://{root}/dirlink/outside.mp4",
+        f"file://{root}/sub",  # a folder, not a file
+        f"file://{root}x/clip.mp4",  # shares the prefix, not the folder
+        f"file://evil.example{root}/sub/ok.mp4",
+        "file:///dev/zero",
+        "ftp://example.com/clip.mp4",
+        "clip.mp4",
+    ]
+    for uri in refused:
+        error = fetch_error(stage, uri)
+        assert isinstance(error, FetchRefused), uri
+        assert error.code == "fetch_refused", uri
+    missing = fetch_error(stage, f"file://{root}/sub/missing.mp4")
+    assert isinstance(missing, SourceNotFound)
+    assert missing.code == "source_not_found"
+
+
+# --- S3 ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, unique: str, videos: Path) -> str:
+    name = f"uploads-{unique}"
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket=name)
+    client.upload_file(str(videos / "clip.mp4"), name, "in/clip.mp4")
+    client.put_object(Bucket=name, Key="in/random.mp4", Body=b"\x00not a video" * 100)
+    return name
+
+
+def test_s3_fetch(tmp_path: Path, s3_endpoint: str, bucket: str, videos: Path) -> None:
+    stage = make_stage(tmp_path, storage=StorageSettings(s3_endpoint_url=s3_endpoint))
+    video = stage.open(VideoRef("v/1", f"s3://{bucket}/in/clip.mp4"))
+    assert video.temporary
+    assert Path(video.path).read_bytes() == (videos / "clip.mp4").read_bytes()
+    assert video.probe.codec == "h264"
+    assert Path(video.path).parent == tmp_path / "work" / "downloads"
+    stage.release(video)
+    stage.release(video)  # idempotent
+    assert downloads(tmp_path) == []
+
+
+def test_s3_failures(tmp_path: Path, s3_endpoint: str, bucket: str, videos: Path) -> None:
+    size = (videos / "clip.mp4").stat().st_size
+    storage = StorageSettings(s3_endpoint_url=s3_endpoint)
+    stage = make_stage(tmp_path, storage=storage)
+    for uri in (f"s3://{bucket}/in/missing.mp4", f"s3://no-such-bucket-{bucket}/in/clip.mp4"):
+        error = fetch_error(stage, uri)
+        assert isinstance(error, SourceNotFound), uri
+        assert error.code == "source_not_found"
+    invalid = fetch_error(stage, f"s3://{bucket}/in/random.mp4")
+    assert isinstance(invalid, InvalidVideo)
+    assert fetch_error(stage, f"s3://{bucket}").code == "fetch_refused"
+    capped = make_stage(tmp_path, storage=storage, max_bytes=size - 1)
+    too_large = fetch_error(capped, f"s3://{bucket}/in/clip.mp4")
+    assert isinstance(too_large, SourceTooLarge)
+    assert too_large.code == "limit_bytes"
+    assert downloads(tmp_path) == []  # nothing left behind by any failure
+
+
+def test_s3_endpoint_down(tmp_path: Path) -> None:
+    storage = StorageSettings(
+        s3_endpoint_url=f"http://127.0.0.1:{closed_port()}",
+        s3_access_key_id=SecretStr("testing"),
+        s3_secret_access_key=SecretStr("testing"),
+    )
+    stage = make_stage(tmp_path, storage=storage, connect_timeout_s=1.0)
+    error = fetch_error(stage, "s3://uploads/in/clip.mp4")
+    assert isinstance(error, FetchFailed)
+    assert error.code == "fetch_failed"
+    assert downloads(tmp_path) == []
+
+
+# --- HTTP: allowed downloads -------------------------------------------------------------------
+
+
+def test_http_fetch(tmp_path: Path, port: int, videos: Path) -> None:
+    stage = make_stage(tmp_path, allow_private=True)
+    for path in ("files", "stream"):
+        video = stage.open(VideoRef("v1", f"http://127.0.0.1:{port}/{path}/clip.mp4"))
+        assert video.temporary
+        assert Path(video.path).read_bytes() == (videos / "clip.mp4").read_bytes()
+        assert video.probe.duration_s == pytest.approx(4.0, abs=0.1)
+        stage.release(video)
+    assert downloads(tmp_path) == []
+
+
+def test_http_byte_cap(tmp_path: Path, port: int, videos: Path) -> None:
+    size = (videos / "clip.mp4").stat().st_size
+    stage = make_stage(tmp_path, allow_private=True, max_bytes=size - 1)
+    for path in ("files", "stream"):  # declared length, and a body that just keeps coming
+        error = fetch_error(stage, f"http://127.0.0.1:{port}/{path}/clip.mp4")
+        assert isinstance(error, SourceTooLarge)
+        assert error.code == "limit_bytes"
+    assert downloads(tmp_path) == []
+
+
+def test_http_status_codes(tmp_path: Path, port: int) -> None:
+    stage = make_stage(tmp_path, allow_private=True, max_redirects=3)
+    base = f"http://127.0.0.1:{port}"
+    cases = [
+        ("/files/missing.mp4", SourceNotFound, "source_not_found"),
+        ("/status/503", FetchFailed, "fetch_failed"),
+        ("/status/403", FetchRefused, "source_forbidden"),
+        ("/status/400", FetchRefused, "http_error"),
+        ("/loop", FetchRefused, "too_many_redirects"),
+    ]
+    for path, error, code in cases:
+        caught = fetch_error(stage, base + path)
+        assert isinstance(caught, error), path
+        assert caught.code == code, path
+    assert downloads(tmp_path) == []
+
+
+def test_http_endpoint_down_and_timeout(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path, allow_private=True, read_timeout_s=0.3)
+    down = fetch_error(stage, f"http://127.0.0.1:{closed_port()}/clip.mp4")
+    assert isinstance(down, FetchFailed)
+    assert down.code == "fetch_failed"
+    with socket.socket() as silent:  # accepts connections (backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        slow = fetch_error(stage, f"http://127.0.0.1:{silent.getsockname()[1]}/clip.mp4")
+    assert isinstance(slow, FetchFailed)
+    assert slow.code == "fetch_timeout"
+
+
+def test_connection_is_pinned_to_the_checked_address(
+    tmp_path: Path, port: int, server: tuple[int, list[str]], videos: Path
+) -> None:
+    answers = iter([[PUBLIC_IP], ["10.0.0.1"], ["169.254.169.254"]])  # rebinding after the check
+    asked: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return next(answers)
+
+    transport = _ToLocal(port)
+    dest = tmp_path / "pinned.mp4"
+    got = netguard.download(
+        "http://videos.example/files/clip.mp4",
+        dest,
+        netguard.FetchPolicy(max_bytes=10**8),
+        resolver=rebinding,
+        transport=transport,
+    )
+    assert got.size_bytes == (videos / "clip.mp4").stat().st_size
+    assert got.content_type == "video/mp4"
+    assert asked == ["videos.example"]  # resolved once, never again
+    assert [r.url.host for r in transport.requests] == ["127.0.0.1"]  # routed from PUBLIC_IP
+    assert server[1][-1] == "videos.example"  # the name travels in the Host header
+
+
+def test_public_redirect_is_followed(tmp_path: Path, port: int) -> None:
+    resolver, asked = stub_resolver(NAMES)
+    got = netguard.download(
+        "http://videos.example/redirect?to=http://cdn.example/files/clip.mp4",
+        tmp_path / "redirected.mp4",
+        netguard.FetchPolicy(max_bytes=10**8),
+        resolver=resolver,
+        transport=_ToLocal(port),
+    )
+    assert got.final_url == "http://cdn.example/files/clip.mp4"
+    assert asked == ["videos.example", "cdn.example"]  # every hop checked
+
+
+# --- HTTP: refusals before any connection ------------------------------------------------------
+
+
+REFUSED_URLS = [
+    "http://127.0.0.1:{port}/files/clip.mp4",
+    "http://localhost:{port}/files/clip.mp4",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::1]:{port}/files/clip.mp4",
+    "http://10.0.0.1/clip.mp4",
+    "http://192.168.1.20/clip.mp4",
+    "http://2130706433:{port}/files/clip.mp4",  # 127.0.0.1 as one decimal number
+    "http://0x7f000001:{port}/files/clip.mp4",  # ... in hex
+    "http://0177.0.0.1:{port}/files/clip.mp4",  # ... in octal
+    "http://127.1:{port}/files/clip.mp4",
+    "http://0.0.0.0:{port}/files/clip.mp4",
+    "http://[::ffff:169.254.169.254]/latest/meta-data/",
+    "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",  # NAT64 spelling of the same
+    "http://[fe80::1]/clip.mp4",
+    "http://100.64.0.1/clip.mp4",
+    "https://[fd00::1]/clip.mp4",
+    "gopher://example.com/clip.mp4",
+]
+
+
+@pytest.mark.parametrize("template", REFUSED_URLS)
+def test_ssrf_refused_before_any_connection(
+    tmp_path: Path,
+    template: str,
+    port: int,
+    server: tuple[int, list[str]],
+    connections: list[str],
+) -> None:
+    seen = len(server[1])
+    stage = make_stage(tmp_path)  # allow_private is off by default
+    error = fetch_error(stage, template.format(port=port))
+    assert isinstance(error, FetchRefused)
+    assert error.code == "fetch_refused"
+    assert connections == []
+    assert len(server[1]) == seen
+
+
+@pytest.mark.parametrize(
+    "host", ["metadata.internal", "intranet.example", "mixed.example", "v6private.example"]
+)
+def test_resolved_private_names_refused(
+    tmp_path: Path, host: str, port: int, connections: list[str]
+) -> None:
+    resolver, asked = stub_resolver(NAMES)
+    transport = _ToLocal(port)
+    with pytest.raises(FetchRefused) as caught:
+        netguard.download(
+            f"http://{host}/clip.mp4",
+            tmp_path / "x.mp4",
+            netguard.FetchPolicy(max_bytes=10**8),
+            resolver=resolver,
+            transport=transport,
+        )
+    assert caught.value.code == "fetch_refused"
+    assert asked == [host]
+    assert transport.requests == []
+    assert connections == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://169.254.169.254/latest/meta-data/iam/",
+        "http://127.0.0.1:{port}/files/clip.mp4",
+        "http://intranet.example/clip.mp4",
+        "http://mapped.example/clip.mp4",
+        "http://[::1]:{port}/files/clip.mp4",
+        "file:///etc/passwd",
+    ],
+)
+def test_redirect_to_internal_refused(
+    tmp_path: Path, target: str, port: int, connections: list[str]
+) -> None:
+    resolver, _ = stub_resolver(NAMES)
+    transport = _ToLocal(port)
+    dest = tmp_path / "x.mp4"
+    with pytest.raises(FetchRefused) as caught:
+        netguard.download(
+            f"http://videos.example/redirect?to={target.format(port=port)}",
+            dest,
+            netguard.FetchPolicy(max_bytes=10**8),
+            resolver=resolver,
+            transport=transport,
+        )
+    assert caught.value.code == "fetch_refused"
+    assert len(transport.requests) == 1  # the first hop only
+    assert set(connections) == {"127.0.0.1"}  # the local server standing in for PUBLIC_IP
+    assert not dest.exists()
+
+
+def test_address_classification() -> None:
+    def public(text: str) -> bool:
+        return netguard.is_public(ipaddress.ip_address(text))
+
+    assert public("8.8.8.8")
+    assert public("2001:4860:4860::8888")
+    assert public(PUBLIC_IP)
+    for private in (
+        "127.0.0.1",
+        "10.0.0.1",
+        "172.16.0.1",
+        "192.168.0.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "255.255.255.255",
+        "::1",
+        "::",
+        "fe80::1",
+        "fd00::1",
+        "::ffff:10.0.0.1",
+        "64:ff9b::7f00:1",
+        "ff02::1",
+    ):
+        assert not public(private), private
+
+
+def test_literal_spellings() -> None:
+    loopback = ipaddress.ip_address("127.0.0.1")
+    for spelling in ("2130706433", "0x7f000001", "0177.0.0.1", "127.1", "0x7f.1", "127.0.0.1"):
+        assert netguard.literal_address(spelling) == loopback, spelling
+    assert netguard.literal_address("[::1]") == ipaddress.ip_address("::1")
+    assert netguard.literal_address("example.com") is None
+    assert netguard.literal_address("1.2.3.4.5") is None
+    assert netguard.literal_address("deadbeef.example") is None
+
+
+def test_check_url_shapes() -> None:
+    resolver, _ = stub_resolver(NAMES)
+    target = netguard.check_url("https://videos.example:8443/a/b.mp4?x=1", resolver=resolver)
+    assert (target.host, target.port, str(target.address)) == ("videos.example", 8443, PUBLIC_IP)
+    assert target.pinned_url == f"https://{PUBLIC_IP}:8443/a/b.mp4?x=1"
+    with contextlib.suppress(FetchRefused):
+        netguard.check_url("http:///nohost", resolver=resolver)
+        pytest.fail("a URL without a host was accepted")
+    allowed = netguard.check_url("http://[::1]:81/x", resolver=resolver, allow_private=True)
+    assert allowed.pinned_url == "http://[::1]:81/x"

@@ -9,6 +9,7 @@ new pipeline version ends up with exactly its new rows. Only one writer per tabl
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -28,18 +29,14 @@ DEFAULT_EMBEDDING_DIM = 384
 
 # Substrings of Lance/object_store messages that retrying cannot fix.
 _REJECTED_MARKERS = (
-    "Invalid user input",
-    "Ambiguous merge",
-    "Schema error",
-    "schema mismatch",
-    "NoSuchBucket",
-    "AccessDenied",
-    "Access Denied",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "403 Forbidden",
+    *("Invalid user input", "Ambiguous merge", "Schema error", "schema mismatch"),
+    *("NoSuchBucket", "AccessDenied", "Access Denied", "InvalidAccessKeyId"),
+    *("SignatureDoesNotMatch", "403 Forbidden"),
 )
-_CONFLICT_MARKERS = ("Commit conflict", "commit conflict", "Retryable commit conflict")
+_CONFLICT_MARKERS = ("Commit conflict", "commit conflict", "Incompatible transaction")
+# Creating a table is not atomic in pylance 14 (see LanceTable.create): creations in this
+# process take turns. Across processes, the single writer per table prevents the race.
+_CREATE_LOCK = threading.Lock()
 
 
 def table_uri(root: str, table: str) -> str:
@@ -186,11 +183,7 @@ class LanceTable:
         if dataset is None:
             if rows.num_rows == 0:
                 return  # nothing to insert and nothing to delete
-            self._dataset = lance.write_dataset(
-                rows, self.uri, schema=rows.schema, mode="create",
-                storage_options=self.storage_options,
-            )  # fmt: skip
-            return
+            dataset = self.create(rows.schema)
         self._evolve(dataset, rows.schema)
         rows = rows.select([n for n in dataset.schema.names if n in rows.schema.names])
         (
@@ -202,6 +195,31 @@ class LanceTable:
             .execute(rows)
         )
         self._dataset = dataset  # merge_insert moved this handle to the new version
+
+    def create(self, schema: pa.Schema) -> lance.LanceDataset:
+        """The dataset, created empty with ``schema`` if missing.
+
+        Measured with pylance 14: ``mode="create"`` checks for the table, then commits an
+        Overwrite. Two concurrent creations can both succeed, one losing the other's rows, and
+        a late one can even wipe rows merged in the meantime. Creating empty tables under a
+        lock, then merging (a commit checked for conflicts), avoids both.
+        """
+        with _CREATE_LOCK:
+            dataset = self.open()
+            if dataset is not None:
+                return dataset
+            try:
+                lance.write_dataset(
+                    schema.empty_table(), self.uri, schema=schema, mode="create",
+                    storage_options=self.storage_options,
+                )  # fmt: skip
+            except OSError as exc:
+                if "already exists" not in str(exc):
+                    raise map_lance_error(exc, table=self.name) from exc
+            dataset = self.open()
+        if dataset is None:
+            raise SinkUnavailable(f"{self.name}: created but not found at {self.uri}")
+        return dataset
 
     def _evolve(self, dataset: lance.LanceDataset, schema: pa.Schema) -> None:
         """Columns added to the code since the table was created are added as nullable."""
@@ -296,6 +314,11 @@ class LanceFrameSink(Sink):
             embedding_dim=embedding_dim,
             commit_retries=storage.commit_retries,
         )
+
+    def open(self) -> None:
+        """Create the table now if its embedding dimension is known already."""
+        if self._dim is not None:
+            self.table.create(frames_schema(self._dim))
 
     def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
         """The table's dimension if it exists, else the constructor's, else the first vector's."""
@@ -412,6 +435,9 @@ class LanceSummarySink(Sink):
             storage_options=lance_storage_options(storage),
             commit_retries=storage.commit_retries,
         )
+
+    def open(self) -> None:
+        self.table.create(videos_schema())
 
     def write(self, results: Sequence[VideoResult]) -> None:
         results = latest_per_video(results)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from core.config import StorageSettings
@@ -95,6 +96,11 @@ class LanceVectorIndex(Sink, VectorIndex):
             index_min_rows=storage.vector_index_min_rows,
             commit_retries=storage.commit_retries,
         )
+
+    def open(self) -> None:
+        """Create the table now if its embedding dimension is known already."""
+        if self._dim is not None:
+            self.table.create(vectors_schema(self._dim))
 
     def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
         schema = self.table.schema()
@@ -178,7 +184,11 @@ class LanceVectorIndex(Sink, VectorIndex):
             log.warning("vector index maintenance failed: %s", error)
 
     def search(
-        self, vector: Sequence[float], *, k: int = 10, tenant: str | None = None
+        self,
+        vector: Sequence[float] | npt.NDArray[np.floating[Any]],
+        *,
+        k: int = 10,
+        tenant: str | None = None,
     ) -> list[SearchHit]:
         """The ``k`` frames nearest to ``vector`` (cosine distance), of ``tenant`` if given."""
         dataset = self.table.open()

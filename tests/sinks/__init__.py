@@ -16,7 +16,8 @@ DIM = 384
 def unit_vectors(count: int, dim: int = DIM, seed: int = 0) -> npt.NDArray[np.float32]:
     rng = np.random.default_rng(seed)
     vectors = rng.normal(size=(count, dim)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    normalized: npt.NDArray[np.float32] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return normalized
 
 
 def probe(duration_s: float = 10.0) -> ProbeInfo:
@@ -65,8 +66,12 @@ def make_result(
             )
         )
     return VideoResult(
-        ref=VideoRef(video_id=video_id, uri=f"file:///videos/{video_id}.mp4", tenant=tenant,
-                     metadata={"title": video_id}),
+        ref=VideoRef(
+            video_id=video_id,
+            uri=f"file:///videos/{video_id}.mp4",
+            tenant=tenant,
+            metadata={"title": video_id},
+        ),
         pipeline_version=version,
         probe=probe(frames * step_s),
         frames=built,

@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from pydantic import SecretStr
 
 from core.config import StorageSettings
 from service.embedded import free_port
@@ -30,8 +31,8 @@ from tests.sinks import make_result
 def s3_settings(endpoint: str, **extra: Any) -> StorageSettings:
     return StorageSettings(
         s3_endpoint_url=endpoint,
-        s3_access_key_id="testing",
-        s3_secret_access_key="testing",
+        s3_access_key_id=SecretStr("testing"),
+        s3_secret_access_key=SecretStr("testing"),
         s3_connect_timeout_s=1.0,
         s3_max_attempts=1,
         **extra,

@@ -1,0 +1,251 @@
+"""The one writer of results: batches many videos into one commit per sink.
+
+Lance needs a single writer per table (two writers inserting the same new key both succeed
+and duplicate rows), and a commit per video would make thousands of tiny versions. So every
+finished video is handed to one ``SinkWriter``; a background thread writes what has gathered
+when ``batch_videos`` are waiting or the oldest has waited ``flush_s``. Each caller gets a
+future that resolves once its video is in every sink, and only then may it move the checkpoint.
+
+Free of Ray on purpose: the runtime wraps it in an actor; tests and the sequential runner use
+it directly.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from core.config import StorageSettings
+from core.errors import PermanentError, ReelsenseError, RetryableError
+from sinks.base import Sink, VideoResult
+from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.lance import LanceFrameSink, LanceSummarySink
+from sinks.object_store import ResultDocumentSink
+from sinks.vectors import LanceVectorIndex
+
+log = logging.getLogger(__name__)
+
+
+def sinks_from_settings(storage: StorageSettings, embedding_dim: int = 384) -> list[Sink]:
+    """Frames, vectors, result documents, then the per-video summary.
+
+    The summary goes last: a row in ``videos`` then means every other sink has the video.
+    """
+    return [
+        LanceFrameSink.from_settings(storage, embedding_dim=embedding_dim),
+        LanceVectorIndex.from_settings(storage, embedding_dim=embedding_dim),
+        ResultDocumentSink.from_settings(storage),
+        LanceSummarySink.from_settings(storage),
+    ]
+
+
+def as_sink_error(exc: BaseException, sink: str) -> ReelsenseError:
+    """Any failure of a sink as SinkUnavailable (retry later) or SinkRejected (do not)."""
+    if isinstance(exc, SinkUnavailable | SinkRejected):
+        return exc
+    if isinstance(exc, PermanentError):
+        return SinkRejected(f"{sink}: {exc}", code=exc.code)
+    if isinstance(exc, RetryableError):
+        return SinkUnavailable(f"{sink}: {exc}", code=exc.code, retry_after=exc.retry_after)
+    # Unknown failures are retried: the caller's retry budget bounds them, and a lost
+    # result is worse than a repeated attempt.
+    return SinkUnavailable(f"{sink}: {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class WriterStats:
+    batches: int = 0  # batches written to every sink
+    videos: int = 0  # videos in those batches
+    failed_batches: int = 0
+    last_batch_videos: int = 0
+    last_write_s: float = 0.0  # wall time of the last successful batch, all sinks
+
+
+@dataclass
+class _Pending:
+    result: VideoResult
+    future: concurrent.futures.Future[None]
+    submitted: float
+
+
+class SinkWriter:
+    """Writes submitted results to every sink, many videos per commit, from one thread."""
+
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        *,
+        batch_videos: int = 16,
+        flush_s: float = 0.5,
+        name: str = "sink-writer",
+    ) -> None:
+        if batch_videos < 1:
+            raise ValueError("batch_videos must be at least 1")
+        self.sinks = list(sinks)
+        self.batch_videos = batch_videos
+        self.flush_s = flush_s
+        self.stats = WriterStats()
+        self._pending: list[_Pending] = []
+        self._cond = threading.Condition()
+        self._closing = False
+        self._flush_requested = False
+        self._opened: set[int] = set()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_settings(cls, storage: StorageSettings, *, embedding_dim: int = 384) -> SinkWriter:
+        return cls(
+            sinks_from_settings(storage, embedding_dim),
+            batch_videos=storage.writer_batch_videos,
+            flush_s=storage.writer_flush_s,
+        )
+
+    def submit(self, result: VideoResult) -> concurrent.futures.Future[None]:
+        """Queue one video's result; the future resolves when every sink has it.
+
+        It fails with SinkUnavailable (try again later) or SinkRejected (do not).
+        """
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        with self._cond:
+            if self._closing:
+                future.set_exception(
+                    SinkUnavailable("the sink writer is closed", code="sink_writer_closed")
+                )
+                return future
+            self._pending.append(_Pending(result, future, time.monotonic()))
+            if len(self._pending) >= self.batch_videos:
+                self._cond.notify_all()
+            elif len(self._pending) == 1:
+                self._cond.notify_all()  # start the flush_s clock of a new batch
+        return future
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Write everything submitted so far now, and wait for it (failures stay on futures)."""
+        with self._cond:
+            futures = [p.future for p in self._pending]
+            self._flush_requested = True
+            self._cond.notify_all()
+        concurrent.futures.wait(futures, timeout=timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write what is pending, stop the thread, close the sinks."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("sink writer still busy after %ss; sinks left open", timeout)
+            return
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception:
+                log.exception("closing sink %s failed", sink.name)
+
+    def __enter__(self) -> SinkWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # The writer thread.
+
+    def _due(self) -> bool:
+        if not self._pending:
+            return False
+        if self._closing or self._flush_requested or len(self._pending) >= self.batch_videos:
+            return True
+        return time.monotonic() - self._pending[0].submitted >= self.flush_s
+
+    def _take_batch(self) -> list[_Pending] | None:
+        """Wait until a batch is due and take it; None once closed and drained."""
+        with self._cond:
+            while not self._due():
+                if self._closing:
+                    return None
+                wait = None
+                if self._pending:
+                    wait = max(0.0, self.flush_s - (time.monotonic() - self._pending[0].submitted))
+                self._cond.wait(wait)
+            batch = self._pending[: self.batch_videos]
+            del self._pending[: self.batch_videos]
+            if not self._pending:
+                self._flush_requested = False
+        # A caller may have given up on its video; the others are written anyway.
+        return [p for p in batch if p.future.set_running_or_notify_cancel()]
+
+    def _run(self) -> None:
+        while (batch := self._take_batch()) is not None:
+            if not batch:
+                continue
+            try:
+                self._write_batch(batch)
+            except BaseException as exc:  # a bug here must not leave callers waiting forever
+                error = as_sink_error(exc, "sink_writer")
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(error)
+                if not isinstance(exc, Exception):
+                    raise
+
+    def _write_all(self, results: Sequence[VideoResult]) -> ReelsenseError | None:
+        for sink in self.sinks:
+            try:
+                if id(sink) not in self._opened:
+                    sink.open()
+                    self._opened.add(id(sink))
+                sink.write(results)
+            except Exception as exc:
+                return as_sink_error(exc, sink.name)
+        return None
+
+    def _write_batch(self, batch: list[_Pending]) -> None:
+        started = time.monotonic()
+        error = self._write_all([p.result for p in batch])
+        if error is None:
+            self._record_success(len(batch), time.monotonic() - started)
+            for pending in batch:
+                pending.future.set_result(None)
+            return
+        self.stats.failed_batches += 1
+        video_ids = {p.result.ref.video_id for p in batch}
+        if isinstance(error, PermanentError) and len(video_ids) > 1:
+            # One bad video must not fail the others: write each alone to find out which.
+            log.warning("batch of %d videos rejected (%s); writing one by one", len(batch), error)
+            self._write_one_by_one(batch)
+            return
+        log.warning("batch of %d videos failed: %s", len(batch), error)
+        for pending in batch:
+            pending.future.set_exception(error)
+
+    def _write_one_by_one(self, batch: list[_Pending]) -> None:
+        by_video: dict[str, list[_Pending]] = {}
+        for pending in batch:
+            by_video.setdefault(pending.result.ref.video_id, []).append(pending)
+        for group in by_video.values():
+            started = time.monotonic()
+            error = self._write_all([group[-1].result])
+            if error is None:
+                self._record_success(1, time.monotonic() - started)
+            for pending in group:
+                if error is None:
+                    pending.future.set_result(None)
+                else:
+                    pending.future.set_exception(error)
+
+    def _record_success(self, videos: int, seconds: float) -> None:
+        self.stats.batches += 1
+        self.stats.videos += videos
+        self.stats.last_batch_videos = videos
+        self.stats.last_write_s = seconds

@@ -194,9 +194,11 @@ class NotifySettings(BaseSettings):
     read_count: int = Field(default=16, ge=1)  # outbox entries per read
     read_block_ms: int = Field(default=1000, ge=1)
     # Entries another notifier took and left unacked this long are taken over (it is gone).
-    # Longer than the longest retry wait, so a live notifier's waiting entries stay its own.
-    reclaim_after_s: float = Field(default=12 * 3600.0, gt=0)
-    reclaim_interval_s: float = Field(default=60.0, gt=0)
+    # A live notifier re-reads its own pending entries at least every read_block_ms, so they
+    # never sit idle this long; a takeover of a live one's entry only sends it twice.
+    reclaim_after_s: float = Field(default=60.0, gt=0)
+    reclaim_interval_s: float = Field(default=15.0, gt=0)
+    drain_timeout_s: float = Field(default=10.0, ge=0)  # on stop, for attempts under way
     log_max_attempts: int = Field(default=100, ge=1)  # delivery attempts kept per message
     log_retention_s: float = Field(default=30 * 86400.0, gt=0)
     user_agent: str = "reelsense-webhooks/0.1"

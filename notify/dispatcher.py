@@ -6,6 +6,9 @@ memory, one task per (entry, target), so a slow endpoint never holds back other 
 a crash the store hands the unacked entry out again and the delivery resumes from the delivery
 log (attempt number, next due time); anything sent again carries the same ``webhook-id``,
 which is at-least-once delivery with receiver-side deduplication.
+
+``stop()`` is graceful: reading stops, waiting retries are abandoned (left unacked), and HTTP
+attempts already under way get up to ``drain_timeout_s`` to finish and ack their entries.
 """
 
 from __future__ import annotations
@@ -50,6 +53,16 @@ class ReclaimingStore(Protocol):
     async def reclaim_outbox(
         self, consumer: str, min_idle_ms: int, *, count: int = 16
     ) -> list[tuple[str, OutboxEvent]]: ...
+
+
+class _Abandoned(Exception):
+    """Stopping: what is left of this entry is left to a restart."""
+
+
+def _only_abandoned(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_abandoned(e) for e in exc.exceptions)
+    return isinstance(exc, _Abandoned)
 
 
 def targets_for(event: OutboxEvent, subscriptions: tuple[WebhookSubscription, ...]) -> list[str]:
@@ -131,12 +144,15 @@ class NotificationDispatcher:
         try:
             await self._read_loop()
         finally:
-            tasks = [e.task for e in self._entries.values() if e.task is not None]
+            self._stopping.set()
             if reclaim is not None:
-                tasks.append(reclaim)
+                reclaim.cancel()
+            tasks = [e.task for e in self._entries.values() if e.task is not None]
+            if tasks and self._settings.drain_timeout_s > 0:
+                await asyncio.wait(tasks, timeout=self._settings.drain_timeout_s)
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *([reclaim] if reclaim else []), return_exceptions=True)
             self._entries.clear()
             await self._close_clients()
 
@@ -148,8 +164,8 @@ class NotificationDispatcher:
                 await self._publisher.stop()
 
     async def stop(self) -> None:
-        """Stop reading and abandon pending deliveries without acking them; a later run (of
-        this or another process with the same consumer name) picks them up again."""
+        """Stop reading; attempts under way may finish (``drain_timeout_s``), waiting retries
+        are abandoned unacked and a later run with the same consumer name picks them up."""
         self._stopping.set()
         self._room.set()
 
@@ -162,21 +178,20 @@ class NotificationDispatcher:
         assert isinstance(self._store, ReclaimingStore)
         min_idle_ms = int(self._settings.reclaim_after_s * 1000)
         while True:
-            await asyncio.sleep(self._settings.reclaim_interval_s)
             room = self._settings.max_pending_events - len(self._entries)
-            if room <= 0:
-                continue
-            try:
-                taken = await self._store.reclaim_outbox(
-                    self._consumer, min_idle_ms, count=min(room, self._settings.read_count)
-                )
-            except ReelsenseError as exc:
-                log.warning("outbox reclaim failed (%s): %s", exc.code, exc)
-                continue
+            taken: list[tuple[str, OutboxEvent]] = []
+            if room > 0:
+                try:
+                    taken = await self._store.reclaim_outbox(
+                        self._consumer, min_idle_ms, count=min(room, self._settings.read_count)
+                    )
+                except ReelsenseError as exc:
+                    log.warning("outbox reclaim failed (%s): %s", exc.code, exc)
             for entry_id, event in taken:
                 if entry_id not in self._entries:
                     log.info("took over outbox entry %s (%s)", entry_id, event.webhook_id)
                     self._start(entry_id, event)
+            await asyncio.sleep(self._settings.reclaim_interval_s)
 
     async def _read_loop(self) -> None:
         failures = 0
@@ -206,7 +221,8 @@ class NotificationDispatcher:
             except ReelsenseError as exc:
                 failures += 1
                 log.warning("outbox read failed (%s), retrying: %s", exc.code, exc)
-                await self._sleep(self._backoff(failures))
+                with contextlib.suppress(_Abandoned):
+                    await self._wait(self._backoff(failures))
                 continue
             failures = 0
             fresh = [(eid, ev) for eid, ev in batch if eid not in self._entries]
@@ -238,10 +254,13 @@ class NotificationDispatcher:
                 if self._publisher is not None:
                     group.create_task(self._publish(entry))
             await self._retry("outbox ack", lambda: self._store.ack_outbox([entry.entry_id]))
-        except Exception:
-            # One broken entry must not stop the notifier. Left unacked, the store hands it
-            # out again; the log keeps what was already delivered.
-            log.exception("outbox entry %s not finished, left unacked", entry.entry_id)
+        except Exception as exc:
+            if _only_abandoned(exc):
+                log.info("stopping: outbox entry %s left unacked", entry.entry_id)
+            else:
+                # One broken entry must not stop the notifier. Left unacked, the store hands
+                # it out again; the log keeps what was already delivered.
+                log.exception("outbox entry %s not finished, left unacked", entry.entry_id)
         else:
             self.acked += 1
             log.info(
@@ -272,7 +291,7 @@ class NotificationDispatcher:
             if last.next_retry_at is not None:
                 due = last.next_retry_at.timestamp()
         while True:
-            await self._sleep(due - self._clock())
+            await self._wait(due - self._clock())
             state = await self.health.get(target)
             if state.disabled:
                 result = DeliveryResult(
@@ -390,12 +409,17 @@ class NotificationDispatcher:
             except RetryableError as exc:
                 failures += 1
                 log.warning("%s failed (%s), retrying: %s", what, exc.code, exc)
-                await self._sleep(self._backoff(failures))
+                await self._wait(self._backoff(failures))
 
     def _backoff(self, failures: int) -> float:
         base = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2.0 ** min(failures - 1, 16))
         return base * (0.5 + self._rng.random() / 2)
 
-    async def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            await asyncio.sleep(seconds)
+    async def _wait(self, seconds: float) -> None:
+        """Sleep, unless stopping: then raise ``_Abandoned`` (at once, or when it begins)."""
+        if seconds > 0 and not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await self._stopping.wait()
+        if self._stopping.is_set():
+            raise _Abandoned

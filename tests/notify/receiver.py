@@ -48,6 +48,7 @@ class WebhookReceiver:
         self._scripts: dict[str, deque[Reply]] = defaultdict(deque)
         self._runner: web.AppRunner | None = None
         self._arrived = asyncio.Condition()
+        self.in_flight = 0  # requests read but not answered yet
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -84,7 +85,11 @@ class WebhookReceiver:
         queue = self._scripts.get(request.path)
         reply = queue.popleft() if queue else Reply()
         if reply.delay_s:
-            await asyncio.sleep(reply.delay_s)
+            self.in_flight += 1
+            try:
+                await asyncio.sleep(reply.delay_s)
+            finally:
+                self.in_flight -= 1
         self.requests.append(
             Received(
                 path=request.path,

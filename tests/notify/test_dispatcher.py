@@ -347,6 +347,36 @@ async def test_crash_before_delivery_then_restart_resumes_with_the_same_id(ctx: 
     ]
 
 
+async def test_stop_lets_an_attempt_under_way_finish_and_ack(ctx: Ctx) -> None:
+    ctx.receiver.script("/slow", [Reply(200, delay_s=0.5)])
+    event = await ctx.finish("v1", callback=ctx.receiver.url("/slow"))
+    dispatcher = make_dispatcher(ctx, notify_settings(drain_timeout_s=5.0))
+    task = asyncio.create_task(dispatcher.run())
+    await eventually(lambda: _request_started(ctx))
+    await dispatcher.stop()
+    await asyncio.wait_for(task, 10)
+    assert ctx.receiver.delivered_ids() == {event.webhook_id}
+    assert await ctx.all_acked()
+    assert dispatcher.acked == 1
+
+
+async def _request_started(ctx: Ctx) -> bool:
+    """The receiver holds a request (its reply is delayed) but has not answered yet."""
+    return ctx.receiver.in_flight > 0
+
+
+async def test_stop_cuts_an_attempt_that_outlasts_the_drain(ctx: Ctx) -> None:
+    ctx.receiver.script("/stuck", [Reply(200, delay_s=5)])
+    await ctx.finish("v1", callback=ctx.receiver.url("/stuck"))
+    dispatcher = make_dispatcher(ctx, notify_settings(drain_timeout_s=0.2, timeout_s=10))
+    task = asyncio.create_task(dispatcher.run())
+    await eventually(lambda: _request_started(ctx))
+    await dispatcher.stop()
+    await asyncio.wait_for(task, 10)
+    assert await ctx.outbox_len() == 1  # left for a restart
+    assert dispatcher.acked == 0
+
+
 async def _has_attempts(d: NotificationDispatcher, event: OutboxEvent, n: int) -> bool:
     return len(await attempts_of(d, event)) >= n
 

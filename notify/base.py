@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from checkpoint.base import OutboxEvent
 
+_IDENTITY = frozenset({"video_id", "tenant", "pipeline_version"})
+
 
 class Outcome(StrEnum):
     """What became of one delivery attempt (or of the delivery, for the final ones)."""
@@ -50,7 +52,8 @@ class WebhookMessage:
                 "video_id": event.video_id,
                 "tenant": event.tenant,
                 "pipeline_version": event.pipeline_version,
-                **event.data,
+                # The identity above is the event's own; data cannot override it.
+                **{k: v for k, v in event.data.items() if k not in _IDENTITY},
             },
         }
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)

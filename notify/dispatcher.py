@@ -39,6 +39,7 @@ from notify.base import (
 )
 from notify.delivery_log import MemoryDeliveryLog
 from notify.endpoints import EndpointHealth, utc_from
+from notify.webhooks import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +281,10 @@ class NotificationDispatcher:
         await self._retry("status topic", lambda: publisher.publish(entry.event))
 
     async def _deliver(self, entry: _Entry, target: str) -> None:
-        """All attempts of one message to one target, resumed from the log after a restart."""
+        """All attempts of one message to one target, resumed from the log after a restart.
+
+        The log and the endpoint state know the target without its credentials."""
+        url, target = target, redact_url(target)
         attempt, due = 1, self._clock()
         last = await self._last_attempt(entry.message.id, target)
         if last is not None:
@@ -299,7 +303,7 @@ class NotificationDispatcher:
                 )
             else:
                 async with self._slots:
-                    result = await self._sender.deliver(target, entry.message)
+                    result = await self._sender.deliver(url, entry.message)
                 state = await self.health.update(target, result)
             outcome, next_at = self._next(result, state, attempt)
             await self._record(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -82,6 +82,18 @@ async def check_target(url: str, *, allow_private: bool) -> list[IPAddress]:
         if refused:
             raise TargetRefused(f"{host} resolves to non-public address {', '.join(refused)}")
     return addresses
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password, for logs and the delivery log."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:

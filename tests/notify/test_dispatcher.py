@@ -293,6 +293,20 @@ async def test_rejected_message_is_not_retried(ctx: Ctx) -> None:
     assert len(ctx.receiver.requests) == 1
 
 
+async def test_credentials_in_the_url_are_sent_but_never_logged(ctx: Ctx) -> None:
+    url = f"http://hook:s3cret@127.0.0.1:{ctx.receiver.port}/cb"
+    event = await ctx.finish("v1", callback=url)
+    async with running(make_dispatcher(ctx, notify_settings())) as d:
+        await eventually(ctx.all_acked)
+        [attempt] = await attempts_of(d, event)
+        endpoints = await d.delivery_log.endpoints()
+    [got] = ctx.receiver.requests
+    assert got.headers["authorization"].startswith("Basic ")
+    assert attempt.target == f"http://***@127.0.0.1:{ctx.receiver.port}/cb"
+    assert attempt.outcome is Outcome.DELIVERED
+    assert all("s3cret" not in e.url for e in endpoints)
+
+
 async def test_private_target_refused_when_not_allowed(ctx: Ctx) -> None:
     settings = notify_settings(allow_private_targets=False)
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))

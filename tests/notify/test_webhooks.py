@@ -23,6 +23,7 @@ from notify.webhooks import (
     classify,
     is_public_address,
     parse_retry_after,
+    redact_url,
 )
 from service.embedded import free_port
 from tests.notify.receiver import Reply, WebhookReceiver
@@ -276,3 +277,20 @@ def test_classify_directly() -> None:
     assert (
         classify(301, {"location": "/x"}, max_retry_after_s=60).code == "webhook_redirect_refused"
     )
+
+
+def test_credentials_are_redacted_for_logs() -> None:
+    assert redact_url("https://user:pw@hooks.example.com:8443/x?y=1") == (
+        "https://***@hooks.example.com:8443/x?y=1"
+    )
+    assert redact_url("https://hooks.example.com/x") == "https://hooks.example.com/x"
+
+
+def test_event_data_cannot_override_the_identity() -> None:
+    message = WebhookMessage.from_event(make_event(data={"video_id": "other", "frames": 1}))
+    assert json.loads(message.body)["data"] == {
+        "video_id": "vid-1",
+        "tenant": "acme",
+        "pipeline_version": "pv1",
+        "frames": 1,
+    }

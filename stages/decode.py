@@ -17,6 +17,7 @@ Frames are turned upright (display matrix), downscaled so the long side is at mo
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 
@@ -35,6 +36,7 @@ SAMPLER_REVISION = 1
 # A video whose packets stop this much before its declared end is reported as truncated.
 _TRUNCATION_SLACK_S = 1.0
 _TRUNCATION_SLACK_RATIO = 0.05
+_MAX_THREADS = 4
 # Slack against rounding of timestamps to the stream's time base.
 _EPSILON_S = 1e-3
 
@@ -90,6 +92,8 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         if stream is None:
             raise UnsupportedMedia("the file has no video stream", code="no_video_stream")
         stream.thread_type = "AUTO"
+        # FFmpeg would start one thread per core of the node; a replica gets a few at most.
+        stream.codec_context.thread_count = min(_MAX_THREADS, os.cpu_count() or 1)
         if self._mode == "keyframes":
             stream.codec_context.skip_frame = "NONKEY"
         video_id = video.ref.video_id

@@ -133,6 +133,10 @@ def check_url(
     host = parts.hostname
     if not host:
         raise FetchRefused("URL has no host", code="fetch_refused")
+    try:  # the Host header and SNI need the ASCII (IDNA) form of a non-ASCII name
+        host = host.encode("idna").decode("ascii")
+    except UnicodeError as exc:
+        raise FetchRefused(f"host {host!r} is not a valid name", code="fetch_refused") from exc
     port = port or (443 if parts.scheme == "https" else 80)
     literal = literal_address(host)
     addresses = [literal] if literal is not None else _resolve(resolver, host, port)

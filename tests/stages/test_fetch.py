@@ -642,5 +642,7 @@ def test_check_url_shapes() -> None:
     with contextlib.suppress(FetchRefused):
         netguard.check_url("http:///nohost", resolver=resolver)
         pytest.fail("a URL without a host was accepted")
+    idn = netguard.check_url("http://bücher.example/x", resolver=lambda host, port: [CDN_IP])
+    assert idn.host == "xn--bcher-kva.example"
     allowed = netguard.check_url("http://[::1]:81/x", resolver=resolver, allow_private=True)
     assert allowed.pinned_url == "http://[::1]:81/x"

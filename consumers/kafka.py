@@ -179,17 +179,14 @@ class KafkaVideoConsumer:
     async def _poll(self, consumer: AIOKafkaConsumer) -> None:
         s = self._settings
         while not self._stop_requested:
-            self._apply_backpressure(consumer)
-            slots = s.max_in_flight - self.in_flight
-            if slots <= 0:
-                # Full: wait for a slot, yet keep polling so the group does not think us dead.
-                self._slot_freed.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(s.poll_timeout_ms / 1000):
-                        await self._slot_freed.wait()
+            if self.in_flight >= s.max_in_flight:
+                await self._wait_for_slot(consumer)
+            slots = max(0, s.max_in_flight - self.in_flight)
+            if slots and consumer.paused():
+                consumer.resume(*consumer.paused())
             try:
                 batch = await consumer.getmany(
-                    timeout_ms=s.poll_timeout_ms if slots > 0 else 0, max_records=max(slots, 1)
+                    timeout_ms=s.poll_timeout_ms if slots else 0, max_records=max(slots, 1)
                 )
             except ConsumerStoppedError:
                 return
@@ -198,6 +195,20 @@ class KafkaVideoConsumer:
                 await asyncio.sleep(s.retry_initial_s)
                 continue
             self._take(consumer, batch)
+
+    async def _wait_for_slot(self, consumer: AIOKafkaConsumer) -> None:
+        """Wait up to one poll timeout for a free slot; if none frees, pause the partitions.
+        The caller polls (empty) meanwhile, so the group does not think this member dead.
+        Pausing drops the fetcher's read-ahead, so fast handlers are better off without it."""
+        self._slot_freed.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._settings.poll_timeout_ms / 1000):
+                await self._slot_freed.wait()
+        if self.in_flight >= self._settings.max_in_flight:
+            running = consumer.assignment() - consumer.paused()
+            if running:
+                consumer.pause(*running)
+                self._counts.pauses += 1
 
     def _take(self, consumer: AIOKafkaConsumer, batch: Mapping[TopicPartition, list[Any]]) -> None:
         """Start one task per record while slots are free; seek back over the rest so they
@@ -227,9 +238,11 @@ class KafkaVideoConsumer:
         try:
             event = parse_event(record.key, record.value, max_bytes=self._settings.max_event_bytes)
         except InvalidEvent as invalid:
+            self._counts.records_invalid += 1
             work = functools.partial(self._reject, invalid, info, record)
         except Exception as exc:  # a bug in validation must not stop the partition
             log.exception("validating %s failed unexpectedly", info)
+            self._counts.records_invalid += 1
             error = InvalidEvent(f"event could not be validated: {exc}", code="event_invalid")
             work = functools.partial(self._reject, error, info, record)
         else:
@@ -262,7 +275,6 @@ class KafkaVideoConsumer:
     async def _reject(
         self, error: InvalidEvent, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
     ) -> None:
-        self._counts.records_invalid += 1
         log.warning("invalid event at %s (%s): %s", info, error.code, error)
         async with self._video_lock(error.video_id):
             await self._retry(lambda: self._handler.reject(error, info), "reject", info)
@@ -331,16 +343,6 @@ class KafkaVideoConsumer:
                         await self._stopping.wait()
                 if self._stop_requested:
                     raise _Abandoned from exc
-
-    def _apply_backpressure(self, consumer: AIOKafkaConsumer) -> None:
-        assigned = consumer.assignment()
-        paused = consumer.paused()
-        if self.in_flight >= self._settings.max_in_flight:
-            if assigned - paused:
-                consumer.pause(*(assigned - paused))
-                self._counts.pauses += 1
-        elif paused:
-            consumer.resume(*paused)
 
     # -- commits and rebalances ------------------------------------------------------------
 
@@ -425,7 +427,10 @@ class KafkaVideoConsumer:
         commits.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await commits
-        await self._commit()
+        try:
+            await self._commit()
+        except Exception:  # still leave the group: the next owner starts sooner
+            log.exception("final commit failed")
         try:
             await consumer.stop()  # leaves the group, so the partitions move at once
         finally:

@@ -82,9 +82,10 @@ async def test_in_flight_videos_are_bounded_and_partitions_paused_then_resumed(
 ) -> None:
     settings = kafka_settings(kafka_bootstrap, unique, max_in_flight=3)
     await _topic(settings, 3)
-    videos = [f"b{i}" for i in range(30)]
+    videos = [f"b{i}" for i in range(24)]
     await produce_videos(kafka_bootstrap, settings.topic, videos)
-    handler = RecordingHandler(delay_s=(0.02, 0.08))
+    # Slower than one poll timeout, so the consumer stays full long enough to pause.
+    handler = RecordingHandler(delay_s=(0.15, 0.3))
 
     async with running(settings, handler) as consumer:
         await wait_until(lambda: len(handler.handled) >= len(videos))

@@ -127,11 +127,11 @@ def test_committed_offsets_never_pass_an_unfinished_record(
         assert tracker.done(TopicPartition("t", partition), offset)
         finished[partition].add(offset)
         if step % 3 == 0:  # commit now and then, as the consumer does
-            offsets = tracker.committable()
-            for tp, next_offset in offsets.items():
+            to_commit = tracker.committable()
+            for tp, next_offset in to_commit.items():
                 assert next_offset > committed.get(tp.partition, -1)
                 committed[tp.partition] = next_offset
-            tracker.mark_committed(offsets)
+            tracker.mark_committed(to_commit)
     for tp, next_offset in tracker.committable().items():
         committed[tp.partition] = next_offset
     for partition, offsets in partitions.items():

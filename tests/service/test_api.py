@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 import httpx
 import numpy as np
 import pytest
+import redis.asyncio as aioredis
 import uvicorn
 from fastapi import FastAPI
 from prometheus_client import Counter
@@ -608,3 +609,37 @@ async def test_api_runs_as_a_ray_serve_ingress(
     assert health.status_code == 200
     assert video.json()["video_id"] == "served"
     assert hidden.status_code == 404
+
+
+async def test_a_closed_stream_releases_its_subscription(
+    store: RedisCheckpointStore, serve: Serve, redis_url: str, unique: str
+) -> None:
+    channel = f"api-{unique}:progress"  # the store's progress channel (see its key layout)
+    probe = aioredis.Redis.from_url(redis_url)
+
+    async def subscribers() -> int:
+        counts = await probe.pubsub_numsub(channel)
+        return int(counts[0][1])
+
+    base = await serve(create_app(store, tokens={}, heartbeat_s=0.05))
+    try:
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=30) as client,
+            client.stream("GET", "/v1/events") as response,
+        ):
+            reader = EventReader(response)
+            await reader.next(comments=True)  # the stream runs
+            for _ in range(200):
+                if await subscribers() == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert await subscribers() == 1
+            await reader.close()
+        # The client went away: the server notices at its next write and lets go.
+        for _ in range(200):
+            if await subscribers() == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert await subscribers() == 0
+    finally:
+        await probe.aclose()

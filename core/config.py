@@ -73,6 +73,8 @@ class StorageSettings(BaseSettings):
     s3_max_attempts: int = Field(default=3, ge=1)  # per request, before SinkUnavailable
     commit_retries: int = Field(default=5, ge=0)  # Lance commit conflicts retried per write
     vector_index_min_rows: int = Field(default=10_000, ge=1)  # exact search below, ANN above
+    lance_compact_every: int = Field(default=64, ge=0)  # commits between compactions; 0: never
+    lance_keep_versions_s: float = Field(default=3600.0, ge=0)  # older versions are removed
 
 
 class LimitSettings(BaseSettings):

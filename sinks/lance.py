@@ -9,10 +9,11 @@ new pipeline version ends up with exactly its new rows. Only one writer per tabl
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import lance
@@ -24,8 +25,13 @@ from core.config import StorageSettings
 from core.errors import ReelsenseError
 from sinks.base import Sink, VideoResult
 from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.object_store import lance_storage_options
+
+log = logging.getLogger(__name__)
 
 DEFAULT_EMBEDDING_DIM = 384
+# Fragments of this many rows keep scans parallel; one huge fragment is scanned by one thread.
+FRAGMENT_ROWS = 64 * 1024
 
 # Substrings of Lance/object_store messages that retrying cannot fix.
 _REJECTED_MARKERS = (
@@ -42,27 +48,6 @@ _CREATE_LOCK = threading.Lock()
 def table_uri(root: str, table: str) -> str:
     """The dataset URI of ``table`` under ``root`` (a folder or an ``s3://`` prefix)."""
     return f"{root.rstrip('/')}/{table}.lance"
-
-
-def lance_storage_options(storage: StorageSettings) -> dict[str, str] | None:
-    """Object-store options for Lance on S3; None for a local folder."""
-    if not storage.lance_uri.startswith("s3://"):
-        return None
-    options = {
-        "aws_region": storage.s3_region,
-        "connect_timeout": f"{storage.s3_connect_timeout_s:g}s",
-        "client_max_retries": str(max(0, storage.s3_max_attempts - 1)),
-        "client_retry_timeout": str(max(1, round(storage.s3_connect_timeout_s * 2))),
-    }
-    if storage.s3_endpoint_url:
-        options["aws_endpoint"] = storage.s3_endpoint_url
-        if storage.s3_endpoint_url.startswith("http://"):
-            options["allow_http"] = "true"
-    if storage.s3_access_key_id is not None:
-        options["aws_access_key_id"] = storage.s3_access_key_id.get_secret_value()
-    if storage.s3_secret_access_key is not None:
-        options["aws_secret_access_key"] = storage.s3_secret_access_key.get_secret_value()
-    return options
 
 
 def sql_string(value: str) -> str:
@@ -114,6 +99,17 @@ def embedding_array(vectors: Sequence[Any], dim: int) -> pa.FixedSizeListArray:
     )
 
 
+def columns_table(columns: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
+    """A table of ``schema`` from column lists; ``embedding`` is built as a vector column."""
+    arrays = [
+        embedding_array(columns[f.name], f.type.list_size)
+        if f.name == "embedding"
+        else pa.array(columns[f.name], type=f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 def first_dim(results: Sequence[VideoResult]) -> int | None:
     for result in results:
         for frame in result.frames:
@@ -135,12 +131,27 @@ class LanceTable:
         *,
         storage_options: dict[str, str] | None = None,
         commit_retries: int = 5,
+        compact_every: int = 64,
+        keep_versions_s: float = 3600.0,
     ) -> None:
         self.uri = uri
         self.name = uri.rstrip("/").rsplit("/", 1)[-1].removesuffix(".lance")
         self.storage_options = storage_options
         self.commit_retries = commit_retries
+        self.compact_every = compact_every
+        self.keep_versions_s = keep_versions_s
         self._dataset: lance.LanceDataset | None = None
+        self._commits = 0
+
+    @classmethod
+    def from_settings(cls, storage: StorageSettings, table: str) -> LanceTable:
+        return cls(
+            table_uri(storage.lance_uri, table),
+            storage_options=lance_storage_options(storage),
+            commit_retries=storage.commit_retries,
+            compact_every=storage.lance_compact_every,
+            keep_versions_s=storage.lance_keep_versions_s,
+        )
 
     def open(self) -> lance.LanceDataset | None:
         """The latest version of the dataset, or None if it was never written."""
@@ -161,6 +172,13 @@ class LanceTable:
         dataset = self._dataset or self.open()
         return None if dataset is None else dataset.schema
 
+    def embedding_dim(self, configured: int | None, results: Sequence[VideoResult]) -> int:
+        """The table's dimension if it exists, else the configured one, else the first vector's."""
+        schema = self.schema()
+        if schema is not None and schema.get_field_index("embedding") >= 0:
+            return int(schema.field("embedding").type.list_size)
+        return configured or first_dim(results) or DEFAULT_EMBEDDING_DIM
+
     def upsert(self, rows: pa.Table, *, keys: list[str], video_ids: Sequence[str]) -> None:
         """Make the rows of ``video_ids`` exactly ``rows``: update, insert, delete the rest."""
         if not video_ids:
@@ -169,7 +187,7 @@ class LanceTable:
         while True:
             try:
                 self._upsert_once(rows, keys=keys, video_ids=video_ids)
-                return
+                break
             except Exception as exc:
                 error = map_lance_error(exc, table=self.name)
                 self._dataset = None  # reopen at the latest version next time
@@ -177,6 +195,28 @@ class LanceTable:
                     raise error from exc
                 attempt += 1
                 time.sleep(min(1.0, 0.05 * 2**attempt))
+        self._commits += 1
+        if self.compact_every and self._commits % self.compact_every == 0:
+            self.compact()
+
+    def compact(self) -> None:
+        """Merge small fragments (one per commit) and drop versions older than the retention.
+
+        Every commit adds a fragment, a manifest and deletion files; left alone, scans slow
+        down and storage grows. Failures cost only speed and space, so they are logged.
+        """
+        dataset = self.open()
+        if dataset is None:
+            return
+        try:
+            dataset.optimize.compact_files(
+                target_rows_per_fragment=FRAGMENT_ROWS, materialize_deletions_threshold=0.1
+            )
+            dataset.cleanup_old_versions(older_than=timedelta(seconds=self.keep_versions_s))
+        except Exception as exc:
+            error = map_lance_error(exc, table=self.name)
+            log.warning("compacting %s failed: %s", self.name, error)
+        self._dataset = None
 
     def _upsert_once(self, rows: pa.Table, *, keys: list[str], video_ids: Sequence[str]) -> None:
         dataset = self._dataset or self.open()
@@ -199,10 +239,9 @@ class LanceTable:
     def create(self, schema: pa.Schema) -> lance.LanceDataset:
         """The dataset, created empty with ``schema`` if missing.
 
-        Measured with pylance 14: ``mode="create"`` checks for the table, then commits an
-        Overwrite. Two concurrent creations can both succeed, one losing the other's rows, and
-        a late one can even wipe rows merged in the meantime. Creating empty tables under a
-        lock, then merging (a commit checked for conflicts), avoids both.
+        Measured with pylance 14: a creation commits as an Overwrite, so two concurrent
+        creations with rows can both succeed with one's rows lost (8 of 20 tries). Creating
+        empty tables under a lock, then merging (a commit checked for conflicts), avoids it.
         """
         with _CREATE_LOCK:
             dataset = self.open()
@@ -289,31 +328,16 @@ class LanceFrameSink(Sink):
     name = "lance_frames"
     KEYS = ("video_id", "timestamp_ms")
 
-    def __init__(
-        self,
-        root: str,
-        *,
-        storage_options: dict[str, str] | None = None,
-        embedding_dim: int | None = None,
-        commit_retries: int = 5,
-    ) -> None:
-        self.table = LanceTable(
-            table_uri(root, "frames"),
-            storage_options=storage_options,
-            commit_retries=commit_retries,
-        )
+    def __init__(self, root: str | LanceTable, *, embedding_dim: int | None = None) -> None:
+        """``root``: the folder or ``s3://`` prefix of the tables, or the table itself."""
+        self.table = root if isinstance(root, LanceTable) else LanceTable(table_uri(root, "frames"))
         self._dim = embedding_dim
 
     @classmethod
     def from_settings(
         cls, storage: StorageSettings, *, embedding_dim: int | None = None
     ) -> LanceFrameSink:
-        return cls(
-            storage.lance_uri,
-            storage_options=lance_storage_options(storage),
-            embedding_dim=embedding_dim,
-            commit_retries=storage.commit_retries,
-        )
+        return cls(LanceTable.from_settings(storage, "frames"), embedding_dim=embedding_dim)
 
     def open(self) -> None:
         """Create the table now if its embedding dimension is known already."""
@@ -321,11 +345,7 @@ class LanceFrameSink(Sink):
             self.table.create(frames_schema(self._dim))
 
     def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
-        """The table's dimension if it exists, else the constructor's, else the first vector's."""
-        schema = self.table.schema()
-        if schema is not None and schema.get_field_index("embedding") >= 0:
-            return int(schema.field("embedding").type.list_size)
-        return self._dim or first_dim(results) or DEFAULT_EMBEDDING_DIM
+        return self.table.embedding_dim(self._dim, results)
 
     def write(self, results: Sequence[VideoResult]) -> None:
         results = latest_per_video(results)
@@ -361,14 +381,7 @@ class LanceFrameSink(Sink):
                 columns["embedding"].append(frame.embedding)
                 columns["pipeline_version"].append(result.pipeline_version)
                 columns["written_at"].append(written_at)
-        schema = frames_schema(dim)
-        arrays = [
-            embedding_array(columns[field.name], dim)
-            if field.name == "embedding"
-            else pa.array(columns[field.name], type=field.type)
-            for field in schema
-        ]
-        return pa.Table.from_arrays(arrays, schema=schema)
+        return columns_table(columns, frames_schema(dim))
 
     def frame_rows(self, video_id: str, *, with_embedding: bool = False) -> list[dict[str, Any]]:
         """The frames of one video in time order (embeddings left out unless asked for)."""
@@ -415,26 +428,13 @@ class LanceSummarySink(Sink):
 
     name = "lance_videos"
 
-    def __init__(
-        self,
-        root: str,
-        *,
-        storage_options: dict[str, str] | None = None,
-        commit_retries: int = 5,
-    ) -> None:
-        self.table = LanceTable(
-            table_uri(root, "videos"),
-            storage_options=storage_options,
-            commit_retries=commit_retries,
-        )
+    def __init__(self, root: str | LanceTable) -> None:
+        """``root``: the folder or ``s3://`` prefix of the tables, or the table itself."""
+        self.table = root if isinstance(root, LanceTable) else LanceTable(table_uri(root, "videos"))
 
     @classmethod
     def from_settings(cls, storage: StorageSettings) -> LanceSummarySink:
-        return cls(
-            storage.lance_uri,
-            storage_options=lance_storage_options(storage),
-            commit_retries=storage.commit_retries,
-        )
+        return cls(LanceTable.from_settings(storage, "videos"))
 
     def open(self) -> None:
         self.table.create(videos_schema())

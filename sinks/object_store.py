@@ -27,7 +27,6 @@ from core.config import StorageSettings
 from core.errors import ReelsenseError
 from sinks.base import Sink, VideoResult
 from sinks.errors import SinkRejected, SinkUnavailable
-from sinks.lance import latest_per_video
 
 DOCUMENT_SCHEMA = 1
 
@@ -256,6 +255,27 @@ def s3_client(storage: StorageSettings) -> Any:
     )
 
 
+def lance_storage_options(storage: StorageSettings) -> dict[str, str] | None:
+    """Object-store options for Lance on S3 (same endpoint and keys); None for a folder."""
+    if not storage.lance_uri.startswith("s3://"):
+        return None
+    options = {
+        "aws_region": storage.s3_region,
+        "connect_timeout": f"{storage.s3_connect_timeout_s:g}s",
+        "client_max_retries": str(max(0, storage.s3_max_attempts - 1)),
+        "client_retry_timeout": str(max(1, round(storage.s3_connect_timeout_s * 2))),
+    }
+    if storage.s3_endpoint_url:
+        options["aws_endpoint"] = storage.s3_endpoint_url
+        if storage.s3_endpoint_url.startswith("http://"):
+            options["allow_http"] = "true"
+    if storage.s3_access_key_id is not None:
+        options["aws_access_key_id"] = storage.s3_access_key_id.get_secret_value()
+    if storage.s3_secret_access_key is not None:
+        options["aws_secret_access_key"] = storage.s3_secret_access_key.get_secret_value()
+    return options
+
+
 def object_store_from_uri(uri: str, storage: StorageSettings) -> ObjectStore:
     """``s3://bucket/prefix`` -> S3ObjectStore; a folder (or ``file://`` folder) -> local."""
     if uri.startswith("s3://"):
@@ -332,7 +352,8 @@ class ResultDocumentSink(Sink):
         return cls(object_store_from_uri(storage.object_store_uri, storage))
 
     def write(self, results: Sequence[VideoResult]) -> None:
-        for result in latest_per_video(results):
+        latest = {result.ref.video_id: result for result in results}  # the last one wins
+        for result in latest.values():
             key = document_key(result.ref.tenant, result.ref.video_id, result.pipeline_version)
             data = encode_document(result_document(result))
             self.store.put_bytes(key, data, content_type="application/json")

@@ -3,8 +3,11 @@
 Only frames with an embedding are stored, and a run of frames showing the same text keeps only
 its first frame: subtitles and slides stay on screen for many samples and would otherwise fill
 the nearest neighbours with copies. Below ``index_min_rows`` rows a search is exact (a flat scan
-is fast and has perfect recall); above it an IVF_HNSW_SQ index is built once and then extended
-with new rows as they arrive. Rows not yet in the index are still searched (exactly).
+is fast and has perfect recall); above it an ANN index is built once and then extended with new
+rows as they arrive. Rows not yet in the index are still searched (exactly).
+
+IVF_SQ is the default index: on 20k 384-d vectors (2 shared cores) it built in 0.4 s with
+recall@10 of 1.0, where IVF_HNSW_SQ took 16 s for recall 0.84 and IVF_PQ took 58 s.
 """
 
 from __future__ import annotations
@@ -21,11 +24,8 @@ from core.config import StorageSettings
 from sinks.base import SearchHit, Sink, VectorIndex, VideoResult
 from sinks.errors import SinkRejected
 from sinks.lance import (
-    DEFAULT_EMBEDDING_DIM,
     LanceTable,
-    embedding_array,
-    first_dim,
-    lance_storage_options,
+    columns_table,
     latest_per_video,
     map_lance_error,
     sql_string,
@@ -36,9 +36,8 @@ from sinks.lance import (
 log = logging.getLogger(__name__)
 
 INDEX_NAME = "embedding_idx"
-# Rows per IVF partition: HNSW inside each partition handles large partitions well, and few
-# partitions keep recall high without tuning nprobes.
-ROWS_PER_PARTITION = 250_000
+# Rows per IVF partition: a search reads ``nprobes`` partitions, so this bounds its work.
+ROWS_PER_PARTITION = 4096
 
 
 def vectors_schema(dim: int) -> pa.Schema:
@@ -63,25 +62,24 @@ class LanceVectorIndex(Sink, VectorIndex):
 
     def __init__(
         self,
-        root: str,
+        root: str | LanceTable,
         *,
-        storage_options: dict[str, str] | None = None,
         embedding_dim: int | None = None,
         index_min_rows: int = 10_000,
         index_refresh_rows: int | None = None,
+        index_type: str = "IVF_SQ",
         nprobes: int = 8,
         refine_factor: int = 4,
-        commit_retries: int = 5,
     ) -> None:
-        self.table = LanceTable(
-            table_uri(root, "vectors"),
-            storage_options=storage_options,
-            commit_retries=commit_retries,
-        )
+        """``root``: the folder or ``s3://`` prefix of the tables, or the table itself."""
+        if not isinstance(root, LanceTable):
+            root = LanceTable(table_uri(root, "vectors"))
+        self.table = root
         self._dim = embedding_dim
         self.index_min_rows = index_min_rows
         # Unindexed rows are searched by a flat scan; fold them in once they are this many.
         self.index_refresh_rows = index_refresh_rows or max(1, index_min_rows // 4)
+        self.index_type = index_type
         self.nprobes = nprobes
         self.refine_factor = refine_factor
 
@@ -90,11 +88,9 @@ class LanceVectorIndex(Sink, VectorIndex):
         cls, storage: StorageSettings, *, embedding_dim: int | None = None
     ) -> LanceVectorIndex:
         return cls(
-            storage.lance_uri,
-            storage_options=lance_storage_options(storage),
+            LanceTable.from_settings(storage, "vectors"),
             embedding_dim=embedding_dim,
             index_min_rows=storage.vector_index_min_rows,
-            commit_retries=storage.commit_retries,
         )
 
     def open(self) -> None:
@@ -103,10 +99,7 @@ class LanceVectorIndex(Sink, VectorIndex):
             self.table.create(vectors_schema(self._dim))
 
     def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
-        schema = self.table.schema()
-        if schema is not None and schema.get_field_index("embedding") >= 0:
-            return int(schema.field("embedding").type.list_size)
-        return self._dim or first_dim(results) or DEFAULT_EMBEDDING_DIM
+        return self.table.embedding_dim(self._dim, results)
 
     def write(self, results: Sequence[VideoResult]) -> None:
         results = latest_per_video(results)
@@ -139,14 +132,7 @@ class LanceVectorIndex(Sink, VectorIndex):
                 columns["text"].append(text)
                 columns["embedding"].append(frame.embedding)
                 columns["pipeline_version"].append(result.pipeline_version)
-        schema = vectors_schema(dim)
-        arrays = [
-            embedding_array(columns[field.name], dim)
-            if field.name == "embedding"
-            else pa.array(columns[field.name], type=field.type)
-            for field in schema
-        ]
-        return pa.Table.from_arrays(arrays, schema=schema)
+        return columns_table(columns, vectors_schema(dim))
 
     def has_index(self) -> bool:
         dataset = self.table.open()
@@ -170,13 +156,13 @@ class LanceVectorIndex(Sink, VectorIndex):
                 if rows >= self.index_min_rows:
                     dataset.create_index(
                         "embedding",
-                        "IVF_HNSW_SQ",
+                        self.index_type,
                         name=INDEX_NAME,
                         metric="cosine",
                         num_partitions=max(1, rows // ROWS_PER_PARTITION),
                         replace=True,
                     )
-                    log.info("built vector index over %d rows", rows)
+                    log.info("built %s vector index over %d rows", self.index_type, rows)
             elif rows - int(indexed[0].num_rows_indexed) >= self.index_refresh_rows:
                 dataset.optimize.optimize_indices(index_names=[INDEX_NAME])
         except Exception as exc:

@@ -11,7 +11,8 @@ from pydantic import SecretStr
 
 from core.config import StorageSettings
 from sinks.errors import SinkRejected
-from sinks.lance import LanceFrameSink, LanceSummarySink, lance_storage_options
+from sinks.lance import LanceFrameSink, LanceSummarySink, LanceTable
+from sinks.object_store import lance_storage_options
 from tests.sinks import make_result, unit_vectors
 
 
@@ -178,3 +179,17 @@ def test_two_writers_creating_the_table_at_once_both_land(tmp_path: Path) -> Non
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda n: sinks[n].write([make_result(f"first-{n}", frames=1)]), range(2)))
     assert sinks[0].count_rows() == 2
+
+
+def test_compaction_merges_fragments_and_drops_old_versions(tmp_path: Path) -> None:
+    table = LanceTable(str(tmp_path / "frames.lance"), compact_every=4, keep_versions_s=0)
+    sink = LanceFrameSink(table)
+    for i in range(4):
+        sink.write([make_result(f"v{i}", frames=3, seed=i)])
+        sink.write([make_result(f"v{i}", frames=2, seed=i, version="v2")])  # leaves deletions
+    dataset = table.open()
+    assert dataset is not None
+    assert len(dataset.get_fragments()) <= 2
+    assert len(dataset.versions()) <= 2
+    assert sink.count_rows() == 8
+    assert {r["pipeline_version"] for r in sink.frame_rows("v3")} == {"v2"}

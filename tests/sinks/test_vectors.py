@@ -81,8 +81,13 @@ def test_query_of_the_wrong_dimension_is_rejected(index: LanceVectorIndex) -> No
         index.search(np.ones(8, dtype=np.float32), k=1)
 
 
-def test_ann_index_is_built_past_the_threshold_and_extended(tmp_path: Path) -> None:
-    index = LanceVectorIndex(str(tmp_path / "lance"), index_min_rows=300, index_refresh_rows=100)
+@pytest.mark.parametrize("index_type", ["IVF_SQ", "IVF_HNSW_SQ"])
+def test_ann_index_is_built_past_the_threshold_and_extended(
+    tmp_path: Path, index_type: str
+) -> None:
+    index = LanceVectorIndex(
+        str(tmp_path / "lance"), index_min_rows=300, index_refresh_rows=100, index_type=index_type
+    )
     first = [make_result(f"v{i}", frames=20, seed=i) for i in range(10)]
     index.write(first)
     assert not index.has_index()  # 200 rows: exact search
@@ -109,3 +114,19 @@ def test_ann_index_is_built_past_the_threshold_and_extended(tmp_path: Path) -> N
     described = [i for i in dataset.describe_indices() if i.name == "embedding_idx"]
     assert described[0].num_rows_indexed == dataset.count_rows()
     assert index.search(late_vector, k=1, tenant="default")[0].video_id == "late"
+
+
+def test_search_after_compaction_of_an_indexed_table(tmp_path: Path) -> None:
+    index = LanceVectorIndex(str(tmp_path / "lance"), index_min_rows=200)
+    results = [make_result(f"v{i}", frames=20, seed=i) for i in range(12)]
+    for result in results:
+        index.write([result])
+    assert index.has_index()
+    index.write([make_result("v5", frames=10, seed=50, version="v2")])  # deletions to fold in
+    index.table.compact()
+    target = results[9].frames[13].embedding
+    assert target is not None
+    hits = index.search(target, k=2)
+    assert (hits[0].video_id, hits[0].frame_index) == ("v9", 13)
+    assert index.count_rows("v5") == 10
+    assert index.has_index()

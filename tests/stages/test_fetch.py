@@ -10,9 +10,11 @@ server by a test transport, so redirects and pinning are exercised end to end.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import ipaddress
 import shutil
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +25,10 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from pydantic import SecretStr
 
 from core.config import LimitSettings, StorageSettings
@@ -156,8 +162,8 @@ def port(server: tuple[int, list[str]]) -> int:
 class _ToLocal(httpx.HTTPTransport):
     """Routes the stub public addresses to the local server; records what was requested."""
 
-    def __init__(self, port: int) -> None:
-        super().__init__()
+    def __init__(self, port: int, verify: ssl.SSLContext | bool = True) -> None:
+        super().__init__(verify=verify)
         self.port = port
         self.requests: list[httpx.Request] = []
 
@@ -500,6 +506,79 @@ def test_public_redirect_is_followed(tmp_path: Path, port: int) -> None:
     )
     assert got.final_url == "http://cdn.example/files/clip.mp4"
     assert asked == ["videos.example", "cdn.example"]  # every hop checked
+
+
+def _self_signed(folder: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for ``name`` (and its key), made with cryptography (a moto dependency)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / f"{name}.crt", folder / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture
+def https_port(tmp_path: Path, videos: Path) -> Iterator[tuple[int, Path]]:
+    """An HTTPS server on 127.0.0.1 whose certificate names videos.example only."""
+    cert, key = _self_signed(tmp_path, "videos.example")
+    handler = type("Handler", (_Handler,), {"root": videos, "hosts": []})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1], cert
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+def test_https_presents_and_verifies_the_name(
+    tmp_path: Path, https_port: tuple[int, Path], videos: Path
+) -> None:
+    port, cert = https_port
+    trust = ssl.create_default_context(cafile=str(cert))
+    resolver, _ = stub_resolver(NAMES | {"other.example": [PUBLIC_IP]})
+    policy = netguard.FetchPolicy(max_bytes=10**8)
+    got = netguard.download(
+        "https://videos.example/files/clip.mp4",
+        tmp_path / "tls.mp4",
+        policy,
+        resolver=resolver,
+        transport=_ToLocal(port, verify=trust),
+    )
+    # Connected to the IP, yet SNI and certificate checks used the name.
+    assert got.size_bytes == (videos / "clip.mp4").stat().st_size
+    with pytest.raises(FetchFailed):  # same server, a name its certificate does not cover
+        netguard.download(
+            "https://other.example/files/clip.mp4",
+            tmp_path / "wrong.mp4",
+            policy,
+            resolver=resolver,
+            transport=_ToLocal(port, verify=trust),
+        )
+    assert not (tmp_path / "wrong.mp4").exists()
 
 
 # --- HTTP: refusals before any connection ------------------------------------------------------

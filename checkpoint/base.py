@@ -161,6 +161,11 @@ class CheckpointStore(ABC):
     @abstractmethod
     async def ack_outbox(self, entry_ids: list[str]) -> None: ...
 
+    async def rewind_outbox(self, consumer: str) -> None:  # noqa: B027 - optional hook
+        """Start a new life of ``consumer``: its next reads return the entries it took and
+        never acknowledged first. Within one life, an entry it holds unacknowledged (waiting
+        for a retry) is not handed out again, so it cannot hold back newer ones."""
+
     @abstractmethod
     async def close(self) -> None: ...
 

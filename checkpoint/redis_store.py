@@ -139,6 +139,9 @@ class RedisCheckpointStore(CheckpointStore):
         """``client``, when given, must use ``decode_responses=True``; it is not closed here."""
         self._settings = settings
         self._owns_client = client is None
+        # consumer -> id after which its earlier pending outbox entries are still to be read
+        # (None once all were read), see ``read_outbox``.
+        self._pending_after: dict[str, str | None] = {}
         self._redis = client or aioredis.Redis.from_url(
             settings.url,
             password=settings.password.get_secret_value() if settings.password else None,
@@ -363,10 +366,21 @@ class RedisCheckpointStore(CheckpointStore):
         timeout). Entries stay pending until ``ack_outbox``: delivery is at-least-once."""
         wait = min(block_ms, int(self._settings.socket_timeout_s * 1000) - 500)
         async with _boundary():
-            entries = await self._read_group(consumer, "0", count, None)
-            if not entries:
-                entries = await self._read_group(consumer, ">", count, wait if wait > 0 else None)
+            # The entries left pending by an earlier life of this consumer are paged through
+            # once; after that only new ones are read, so an entry that stays pending while
+            # its delivery waits for a retry does not hold back the entries behind it.
+            after = self._pending_after.get(consumer, "0")
+            if after is not None:
+                entries = await self._read_group(consumer, after, count, None)
+                if entries:
+                    self._pending_after[consumer] = entries[-1][0]
+                    return await self._decode_outbox(entries)
+                self._pending_after[consumer] = None
+            entries = await self._read_group(consumer, ">", count, wait if wait > 0 else None)
             return await self._decode_outbox(entries)
+
+    async def rewind_outbox(self, consumer: str) -> None:
+        self._pending_after.pop(consumer, None)
 
     async def reclaim_outbox(
         self, consumer: str, min_idle_ms: int, *, count: int = 16

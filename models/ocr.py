@@ -75,7 +75,7 @@ class OcrEngine(OcrModel):
     def load(self) -> None:
         try:
             # Imported here: it pulls in OpenCV and onnxruntime, which only OCR workers need.
-            from rapidocr import RapidOCR  # noqa: PLC0415
+            from rapidocr import RapidOCR
 
             ocr = RapidOCR(params=self._params())
             # RapidOCR creates its onnxruntime sessions on first use; create all three now so

@@ -69,13 +69,13 @@ class TransformersVlmEngine(VlmEngine):
     def load(self) -> None:
         try:
             # torch and transformers are imported in the worker only (see models.embedding).
-            import torch  # noqa: PLC0415
-            from transformers import (  # noqa: PLC0415
+            import torch
+            from transformers import (
                 AutoImageProcessor,
                 AutoModelForImageTextToText,
                 AutoTokenizer,
             )
-            from transformers.utils import logging as hf_logging  # noqa: PLC0415
+            from transformers.utils import logging as hf_logging
 
             # The worker process is this model's alone: size torch's pool to its CPUs.
             torch.set_num_threads(self.threads)
@@ -112,7 +112,7 @@ class TransformersVlmEngine(VlmEngine):
         return out
 
     def _generate(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
-        import torch  # noqa: PLC0415 - loaded by load() already
+        import torch
 
         try:
             pixels = self._images(images=images, return_tensors="pt")
@@ -160,7 +160,7 @@ class VllmVlmEngine(VlmEngine):
     def load(self) -> None:
         try:
             # Only GPU nodes have vLLM (the `vllm` extra).
-            from vllm import LLM, SamplingParams  # noqa: PLC0415
+            from vllm import LLM, SamplingParams
         except ImportError as exc:
             raise ModelUnavailable(
                 "vlm_engine='vllm' needs vLLM, which is not installed here: install the "

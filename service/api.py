@@ -411,7 +411,7 @@ def api_deployment(
     the store and its connections are made there and never pickled. Bind and run it with
     ``serve.run(api_deployment(...).bind(), route_prefix="/")``.
     """
-    from ray import serve  # noqa: PLC0415 - the path without Ray never imports it
+    from ray import serve
 
     def build() -> ASGIApp:
         # Serve calls its argument only when it is a plain function; anything else (a

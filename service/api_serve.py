@@ -43,9 +43,10 @@ class TextSearch:
         from models.embedding import TextEmbedder
         from sinks.vectors import LanceVectorIndex
 
-        embedder = TextEmbedder(self._config.stages)
+        stages = self._config.stages
+        embedder = TextEmbedder(stages.embed_model, threads=stages.embed_threads)
         embedder.load()
-        return embedder, LanceVectorIndex(self._config.storage)
+        return embedder, LanceVectorIndex.from_settings(self._config.storage)
 
 
 def build_api(config_json: str) -> FastAPI:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 from typing import Any
 
@@ -21,6 +20,7 @@ from consumers.events import VideoUploaded
 from consumers.kafka import KafkaVideoConsumer
 from core.config import ServiceConfig
 from core.records import VideoRef
+from notify.delivery_log import RedisDeliveryLog
 from notify.dispatcher import NotificationDispatcher
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
@@ -51,7 +51,11 @@ class ReelsenseService:
         config = self.config
         await ensure_topics(
             config.kafka.bootstrap,
-            {config.kafka.topic: 3, config.kafka.dead_letter_topic: 1, config.kafka.status_topic: 3},
+            {
+                config.kafka.topic: 3,
+                config.kafka.dead_letter_topic: 1,
+                config.kafka.status_topic: 3,
+            },
         )
         executor, write = await asyncio.to_thread(self._build_executor)
         self._executor = executor
@@ -68,17 +72,18 @@ class ReelsenseService:
             WebhookSender(config.notify),
             StatusTopicPublisher(config.kafka),
             config.notify,
-            consumer_name=f"{socket.gethostname()}-{os.getpid()}",
+            consumer_name=config.notify.consumer_name or socket.gethostname(),
+            delivery_log=RedisDeliveryLog.from_settings(config.redis, config.notify),
         )
         log.info("service ready, pipeline %s", self.pipeline_version)
 
     def _build_executor(self) -> tuple[StageExecutor, ResultWriter]:
         if self.config.runtime.executor == "local":
             from service.local_executor import LocalExecutor
-            from sinks.writer import SinkWriter, sinks_from_settings
+            from sinks.writer import SinkWriter
 
             local = LocalExecutor(self.pipeline)
-            writer = SinkWriter(sinks_from_settings(self.config.storage), self.config.storage)
+            writer = SinkWriter.from_settings(self.config.storage)
 
             async def write_local(result: Any) -> None:
                 await asyncio.wrap_future(writer.submit(result))
@@ -98,11 +103,14 @@ class ReelsenseService:
         """Start (if needed) and serve until ``request_stop()``."""
         if self._consumer is None:
             await self.start()
-        assert self._consumer is not None and self._dispatcher is not None
+        assert self._consumer is not None
+        assert self._dispatcher is not None
         consumer = asyncio.create_task(self._consumer.run(), name="consumer")
         notifier = asyncio.create_task(self._dispatcher.run(), name="notifier")
         stop = asyncio.create_task(self._stopping.wait(), name="stop")
-        done, _ = await asyncio.wait({consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED
+        )
         await self._shutdown()
         for task in (consumer, notifier):
             if task in done and task.exception() is not None:

@@ -1,11 +1,11 @@
 """The ``reelsense`` command.
 
-  reelsense demo                 the whole stack on this machine, sample videos, results, exit
-  reelsense dev                  the same stack in the foreground until Ctrl-C
-  reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
-  reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
-  reelsense status ID            one video's progress (--json for machines)
-  reelsense search "text"        nearest frames by meaning
+reelsense demo                 the whole stack on this machine, sample videos, results, exit
+reelsense dev                  the same stack in the foreground until Ctrl-C
+reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
+reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
+reelsense status ID            one video's progress (--json for machines)
+reelsense search "text"        nearest frames by meaning
 """
 
 from __future__ import annotations
@@ -75,8 +75,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _endpoint_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR / "dev",
-                        help="a running `reelsense dev` stack to talk to")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=DEFAULT_WORKDIR / "dev",
+        help="a running `reelsense dev` stack to talk to",
+    )
     parser.add_argument("--api", help="API base URL (default: the dev stack's)")
     parser.add_argument("--bootstrap", help="Kafka bootstrap (default: the dev stack's)")
     parser.add_argument("--token", default=os.environ.get("REELSENSE_TOKEN"))
@@ -154,8 +158,6 @@ _COMMANDS = {
     "status": _status,
     "search": _search,
 }
-
-
 
 
 if __name__ == "__main__":

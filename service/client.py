@@ -40,7 +40,7 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
 
 async def submit(args: argparse.Namespace) -> str:
     source: str = args.source
-    uri = source if "://" in source else Path(source).resolve().as_uri()
+    uri = source if "://" in source else Path(source).resolve().as_uri()  # noqa: ASYNC240
     video_id = args.video_id or f"{Path(source).stem[:40] or 'video'}-{uuid.uuid4().hex[:8]}"
     event = VideoUploaded(
         video_id=video_id, uri=uri, tenant=args.tenant, callback_url=args.callback_url

@@ -68,7 +68,9 @@ async def _demo(
     console.print("starting the service (stage pools on Ray, models loading) ...")
     await service.start()
     running = asyncio.create_task(service.run())
-    console.print(f"service up in {time.monotonic() - started:.1f}s, pipeline {service.pipeline_version}")
+    console.print(
+        f"service up in {time.monotonic() - started:.1f}s, pipeline {service.pipeline_version}"
+    )
     try:
         ids = await _publish(config, samples)
         statuses = await _follow(service, ids)
@@ -96,10 +98,14 @@ async def _publish(config: ServiceConfig, samples: list[SampleVideo]) -> list[st
         ids = []
         for sample in samples:
             event = VideoUploaded(video_id=sample.path.stem, uri=sample.path.resolve().as_uri())
-            await producer.send_and_wait(config.kafka.topic, event.to_bytes(), key=event.video_id.encode())
+            await producer.send_and_wait(
+                config.kafka.topic, event.to_bytes(), key=event.video_id.encode()
+            )
             ids.append(event.video_id)
         # One malformed event: it ends in the dead-letter topic, the service goes on.
-        await producer.send_and_wait(config.kafka.topic, b'{"video_id": "broken-event"}', key=b"broken-event")
+        await producer.send_and_wait(
+            config.kafka.topic, b'{"video_id": "broken-event"}', key=b"broken-event"
+        )
     finally:
         await producer.stop()
     console.print(f"published {len(ids)} upload events and 1 invalid one")
@@ -125,7 +131,7 @@ async def _follow(service: ReelsenseService, ids: list[str]) -> dict[str, VideoS
 def _print_results(
     config: ServiceConfig, samples: list[SampleVideo], statuses: dict[str, VideoStatus]
 ) -> None:
-    summary = LanceSummarySink(config.storage)
+    summary = LanceSummarySink.from_settings(config.storage)
     for sample in samples:
         status = statuses.get(sample.path.stem)
         console.rule(f"{sample.path.stem}  ({status.status.value if status else 'unknown'})")
@@ -144,7 +150,7 @@ def _print_results(
 
 async def _wait_for_webhooks(receiver: WebhookReceiver, count: int) -> None:
     deadline = time.monotonic() + 30
-    while len(receiver.unique_ids()) < count and time.monotonic() < deadline:
+    while len(receiver.unique_ids()) < count and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.2)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -96,7 +95,10 @@ class LocalProcess:
         return self.start() if self.process is None else self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 
@@ -120,7 +122,9 @@ def redis_binary() -> str:
     return str(bundled)
 
 
-def tansu(workdir: Path, *, port: int | None = None, storage: str = "memory://tansu/") -> LocalProcess:
+def tansu(
+    workdir: Path, *, port: int | None = None, storage: str = "memory://tansu/"
+) -> LocalProcess:
     """A Tansu broker. ``storage`` may be ``s3://bucket/`` (with AWS_* env) to survive restarts."""
     port = port or free_port()
     return LocalProcess(

@@ -82,7 +82,11 @@ class VideoProcessor:
                 delay = exc.retry_after or self._backoff(attempt)
                 log.warning(
                     "video %s attempt %d failed (%s: %s); retry in %.1fs",
-                    ref.video_id, attempt + 1, exc.code, exc, delay,
+                    ref.video_id,
+                    attempt + 1,
+                    exc.code,
+                    exc,
+                    delay,
                 )
                 await asyncio.sleep(delay)
             except Exception as exc:  # a bug or a lost worker: retry, then fail visibly
@@ -125,9 +129,13 @@ class VideoProcessor:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         if video is None:
-            raise RetryableError("the decoder ended without probing the video", code="internal_error")
+            raise RetryableError(
+                "the decoder ended without probing the video", code="internal_error"
+            )
         run.timings["total"] = time.monotonic() - started
-        frames = [frame for chunk in sorted(chunks, key=lambda c: c.index) for frame in chunk.frames]
+        frames = [
+            frame for chunk in sorted(chunks, key=lambda c: c.index) for frame in chunk.frames
+        ]
         result = VideoResult(
             ref=ref,
             pipeline_version=self._version,

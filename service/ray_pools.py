@@ -14,19 +14,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, cast
 
 import ray
 from ray import serve
 from ray.exceptions import RayTaskError
-from ray.serve.handle import DeploymentHandle
+from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
 from core.config import PoolSettings, ServiceConfig
 from core.errors import ReelsenseError
 from core.records import Chunk, VideoRef
 from service.executor import ChunkTicket, IngestItem, StageExecutor
 from sinks.base import VideoResult
-from sinks.writer import SinkWriter, sinks_from_settings
+from sinks.writer import SinkWriter
 from stages.base import Stage
 from stages.pipeline import Pipeline
 
@@ -77,9 +77,7 @@ class ModelPool:
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)
     async def process(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
-        chunks = [
-            (await item.payload) if isinstance(item, ChunkTicket) else item for item in items
-        ]
+        chunks = [(await item.payload) if isinstance(item, ChunkTicket) else item for item in items]
         done = await asyncio.to_thread(self._stage.process_batch, chunks)
         return [chunk.without_images() for chunk in done]
 
@@ -87,13 +85,13 @@ class ModelPool:
         self._stage.teardown()
 
 
-@ray.remote(num_cpus=0.05, max_concurrency=64)
+@ray.remote(num_cpus=0.05)
 class SinkWriterActor:
     """The one writer of the Lance tables: batches many videos into each commit."""
 
     def __init__(self, config_json: str) -> None:
         config = ServiceConfig.model_validate_json(config_json)
-        self._writer = SinkWriter(sinks_from_settings(config.storage), config.storage)
+        self._writer = SinkWriter.from_settings(config.storage)
 
     async def write(self, result: VideoResult) -> None:
         await asyncio.wrap_future(self._writer.submit(result))
@@ -128,8 +126,8 @@ class RayExecutor(StageExecutor):
 
     def __init__(
         self,
-        ingest: DeploymentHandle,
-        pools: dict[str, DeploymentHandle],
+        ingest: DeploymentHandle[Any],
+        pools: dict[str, DeploymentHandle[Any]],
         image_stages: tuple[str, ...],
         writer: Any,
     ) -> None:
@@ -144,8 +142,8 @@ class RayExecutor(StageExecutor):
         """Deploy (or update) every stage pool and the sink writer; returns once all run."""
         pipeline = Pipeline.from_config(config)
         config_json = config.model_dump_json()
-        ingest_app = serve.deployment(IngestPool).options(
-            **_deployment_options(config.ray.decode, "ingest")
+        ingest_app = serve.deployment(**_deployment_options(config.ray.decode, "ingest"))(
+            IngestPool
         )
         ingest = serve.run(
             ingest_app.bind(config_json), name=f"{APP_PREFIX}ingest", route_prefix=None
@@ -155,8 +153,8 @@ class RayExecutor(StageExecutor):
             names.append(pipeline.embed.name)
         pools = {}
         for name in names:
-            app = serve.deployment(ModelPool).options(
-                **_deployment_options(getattr(config.ray, name), name)
+            app = serve.deployment(**_deployment_options(getattr(config.ray, name), name))(
+                ModelPool
             )
             pools[name] = serve.run(
                 app.bind(config_json, name), name=f"{APP_PREFIX}{name}", route_prefix=None
@@ -167,7 +165,10 @@ class RayExecutor(StageExecutor):
         return cls(ingest, pools, tuple(stage.name for stage in pipeline.image_stages), writer)
 
     async def ingest(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
-        stream = self._ingest.options(stream=True).ingest.remote(ref)
+        stream = cast(
+            DeploymentResponseGenerator[IngestItem],
+            self._ingest.options(stream=True).ingest.remote(ref),
+        )
         try:
             async for item in stream:
                 yield item

@@ -47,7 +47,7 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
         from ray import serve
 
         with contextlib.suppress(Exception):
-            serve.shutdown()
+            serve.shutdown()  # type: ignore[no-untyped-call]
         ray.shutdown()
         if "reelsense-ray-" in tmp:
             shutil.rmtree(tmp, ignore_errors=True)

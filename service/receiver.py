@@ -12,6 +12,8 @@ from typing import Any
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from service.embedded import free_port
+
 
 @dataclass
 class ReceivedWebhook:
@@ -41,10 +43,8 @@ class WebhookReceiver:
         app.router.add_post("/hooks", self._receive)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        sockets = site._server.sockets if site._server else ()  # type: ignore[union-attr]
-        self.port = int(sockets[0].getsockname()[1])
+        self.port = self.port or free_port()
+        await web.TCPSite(self._runner, self.host, self.port).start()
         return self
 
     async def stop(self) -> None:

@@ -37,14 +37,14 @@ class Stage(ABC, Generic[InT, OutT]):
         version, so changing one makes finished videos eligible for recomputation."""
         return {}
 
-    def setup(self) -> None:  # noqa: B027 - optional hook
+    def setup(self) -> None:
         """Load models and open clients; runs once in the worker."""
 
     @abstractmethod
     def process_batch(self, items: Sequence[InT]) -> list[OutT]:
         """Process items, possibly from several videos at once."""
 
-    def teardown(self) -> None:  # noqa: B027 - optional hook
+    def teardown(self) -> None:
         """Release what ``setup()`` took."""
 
 

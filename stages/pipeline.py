@@ -10,9 +10,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.config import ServiceConfig
-from core.records import Chunk, LocalVideo, VideoRef
+from core.records import Chunk, LocalVideo
 from stages.base import Stage, StreamingStage
 from stages.decode import DecodeSampleStage
 from stages.embed import EmbedStage
@@ -48,10 +49,10 @@ class Pipeline:
         """``v`` + 12 hex digits of a hash over every output-changing parameter."""
         described = [
             {"stage": stage.name, "params": dict(stage.version_params())}
-            for stage in (self.decode, *self.image_stages, *([self.embed] if self.embed else []))
+            for stage in self.all_stages()[1:]  # fetching does not change what is found
         ]
         blob = json.dumps(described, sort_keys=True, default=str).encode()
         return "v" + hashlib.sha256(blob).hexdigest()[:12]
 
-    def all_stages(self) -> list[Stage[VideoRef, LocalVideo] | Stage[LocalVideo, Chunk] | Stage[Chunk, Chunk]]:
+    def all_stages(self) -> list[Stage[Any, Any]]:
         return [self.fetch, self.decode, *self.image_stages, *([self.embed] if self.embed else [])]

@@ -121,8 +121,12 @@ def frame_keys(lance_root: Path) -> list[tuple[str, int]]:
     return list(zip(table["video_id"].to_pylist(), table["timestamp_ms"].to_pylist(), strict=True))
 
 
-async def committed_and_end(bootstrap: str, topic: str, group: str) -> tuple[dict[int, int], dict[int, int]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+async def committed_and_end(
+    bootstrap: str, topic: str, group: str
+) -> tuple[dict[int, int], dict[int, int]]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+    )
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
@@ -133,7 +137,9 @@ async def committed_and_end(bootstrap: str, topic: str, group: str) -> tuple[dic
         await consumer.stop()
 
 
-async def dead_letters(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes | None, dict[str, str]]]:
+async def dead_letters(
+    bootstrap: str, topic: str, expected: int
+) -> list[tuple[bytes | None, dict[str, str]]]:
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await consumer.start()
     found: list[tuple[bytes | None, dict[str, str]]] = []

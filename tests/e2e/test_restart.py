@@ -1,4 +1,4 @@
-"""Stop the service mid-run (SIGTERM, then kill -9), start it again: nothing lost, nothing doubled."""
+"""Stop the service mid-run (SIGTERM, then kill -9), start it again: nothing lost or doubled."""
 
 from __future__ import annotations
 
@@ -88,7 +88,9 @@ async def test_sigterm_and_kill9_then_restart(
     log = tmp_path / "service.log"
     process = _start(config_path, secret, log)
     try:
-        await publish(kafka_bootstrap, config.kafka.topic, [upload_record(v, videos[v]) for v in ids])
+        await publish(
+            kafka_bootstrap, config.kafka.topic, [upload_record(v, videos[v]) for v in ids]
+        )
 
         await _wait_progress(store, ids, done_at_least=1)
         process.send_signal(signal.SIGTERM)

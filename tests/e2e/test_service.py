@@ -90,7 +90,9 @@ async def test_eleven_events_end_to_end(
         # One signed webhook per video; repeats (if any) carry the same id.
         deadline = asyncio.get_running_loop().time() + 60
         while asyncio.get_running_loop().time() < deadline:
-            done_ids = {h.video_id: h.webhook_id for h in receiver.received if h.type == "video.done"}
+            done_ids = {
+                h.video_id: h.webhook_id for h in receiver.received if h.type == "video.done"
+            }
             if set(done_ids) >= set(ids):
                 break
             await asyncio.sleep(0.2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI
@@ -22,8 +23,10 @@ class TextSearch:
 
     def __init__(self, config: ServiceConfig) -> None:
         self._config = config
-        self._ready: tuple[Any, Any] | None = None
-        self._lock = asyncio.Lock()
+        # The model loads in the background from the start, so the first query does not wait
+        # for it (loading takes seconds) unless it comes very early.
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search-load")
+        self._ready = self._loader.submit(self._build)
 
     async def __call__(self, query: str, k: int, tenant: str | None) -> list[SearchHit]:
         embedder, index = await self._load()
@@ -34,10 +37,7 @@ class TextSearch:
         return hits
 
     async def _load(self) -> tuple[Any, Any]:
-        async with self._lock:
-            if self._ready is None:
-                self._ready = await asyncio.to_thread(self._build)
-            return self._ready
+        return await asyncio.wrap_future(self._ready)
 
     def _build(self) -> tuple[Any, Any]:
         from models.embedding import TextEmbedder

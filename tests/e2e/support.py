@@ -149,7 +149,7 @@ async def dead_letters(
             batch = await consumer.getmany(timeout_ms=500)
             for records in batch.values():
                 for record in records:
-                    headers = {k: v.decode() for k, v in record.headers}
+                    headers = {k: v.decode(errors="replace") for k, v in record.headers}
                     found.append((record.key, headers))
     finally:
         await consumer.stop()

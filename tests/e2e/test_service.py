@@ -105,7 +105,7 @@ async def test_eleven_events_end_to_end(
         assert "video.failed:bad-event" in by_video
 
         # The API reports each video's final state.
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}") as client:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as client:
             for video_id in ids:
                 response = await client.get(f"/v1/videos/{video_id}")
                 assert response.status_code == 200

@@ -38,6 +38,7 @@ from service.api_models import (
     VideoPage,
     add_event_schemas,
 )
+from service.dead_letters import ReplayResult
 from sinks.base import SearchHit
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ SearchFn = Callable[[str, int, str | None], Awaitable[list[SearchHit]]]
 """(query, k, tenant or None for all) -> nearest hits. Must not block the event loop."""
 DeadLetterFn = Callable[[str | None, int], Awaitable[Sequence[DeadLetter]]]
 """(tenant or None for all, limit) -> newest dead letters."""
+ReplayFn = Callable[[str, str | None], Awaitable[ReplayResult | None]]
+"""(dead letter id, tenant or None for all) -> what the replay did; None: no such letter."""
 
 TERMINAL = frozenset({VideoState.DONE, VideoState.FAILED})
 _HEALTH_PROBE_ID = "healthz-probe"  # any id: reading a missing record proves the store answers
@@ -87,6 +90,8 @@ def create_app(
     search: SearchFn | None = None,
     tokens: Mapping[str, str],
     dead_letters: DeadLetterFn | None = None,
+    replay: ReplayFn | None = None,
+    on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     heartbeat_s: float = 15.0,
     health_timeout_s: float = 2.0,
     max_page: int = 500,
@@ -96,7 +101,8 @@ def create_app(
 
     ``tokens`` maps bearer token -> tenant; with an empty mapping there is no authentication
     and every tenant is visible. With tokens, each caller sees only its own tenant's videos,
-    events and search hits. ``owns_store`` closes the store when the app shuts down.
+    events and search hits. ``owns_store`` closes the store when the app shuts down, and
+    ``on_close`` runs there too (the dead-letter source's connections, say).
     """
     tenants_by_digest = {_digest(token): tenant for token, tenant in tokens.items()}
     bearer = HTTPBearer(auto_error=False, description="A tenant's API token.")
@@ -104,6 +110,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        for close in on_close:
+            await close()
         if owns_store:
             await store.close()
 
@@ -195,6 +203,19 @@ def create_app(
             raise ApiError(503, "dead_letters_unavailable", "dead letters are not configured")
         items = await dead_letters(caller, limit)
         return DeadLetterPage(items=[d for d in items if caller is None or d.tenant == caller])
+
+    @app.post("/v1/dead-letters/{letter_id}/replay", responses=ERROR_RESPONSES, tags=["operations"])
+    async def replay_dead_letter(
+        caller: Caller, letter_id: Annotated[str, Path(min_length=1, max_length=256)]
+    ) -> ReplayResult:
+        """Replay one dead letter: an upload event goes back on the uploads topic, a webhook
+        is delivered once more with the same `webhook-id`."""
+        if replay is None:
+            raise ApiError(503, "dead_letters_unavailable", "dead letters are not configured")
+        result = await replay(letter_id, caller)
+        if result is None:
+            raise ApiError(404, "not_found", f"no dead letter {letter_id!r}")
+        return result
 
     @app.get(
         "/v1/events",

@@ -9,10 +9,12 @@ from typing import Any
 
 from fastapi import FastAPI
 from ray import serve
+from ray.serve import Application
 
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from service.api import api_deployment, create_app
+from service.dead_letters import DeadLetterSource
 from sinks.base import SearchHit
 
 API_APP = "reelsense-api"
@@ -53,10 +55,14 @@ def build_api(config_json: str) -> FastAPI:
     """Runs in the API replica: the store's connections are made there, never pickled."""
     config = ServiceConfig.model_validate_json(config_json)
     store = RedisCheckpointStore(config.redis)
+    dead_letters = DeadLetterSource.from_config(config)
     return create_app(
         store,
         search=TextSearch(config),
         tokens=config.api.bearer_tokens(),
+        dead_letters=dead_letters.newest,
+        replay=dead_letters.replay,
+        on_close=[dead_letters.close],
         heartbeat_s=config.api.heartbeat_s,
         health_timeout_s=config.api.health_timeout_s,
         max_page=config.api.max_page,
@@ -64,10 +70,20 @@ def build_api(config_json: str) -> FastAPI:
     )
 
 
-def deploy_api(config: ServiceConfig) -> None:
-    """Run the API on Serve's HTTP proxy at ``config.api.host:port`` (route prefix ``/``)."""
+def api_application(config: ServiceConfig) -> Application:
+    """The API as a Serve application (its HTTP address is Serve's proxy's)."""
     builder = functools.partial(build_api, config.model_dump_json())
     deployment = api_deployment(
         builder, num_replicas=config.api.replicas, num_cpus=config.api.replica_cpus
     )
-    serve.run(deployment.bind(), name=API_APP, route_prefix="/")
+    return deployment.bind()
+
+
+def deploy_api(config: ServiceConfig) -> None:
+    """Run the API on Serve's HTTP proxy at ``config.api.host:port`` (route prefix ``/``)."""
+    serve.run(
+        api_application(config),
+        name=API_APP,
+        route_prefix="/",
+        logging_config={"log_level": "WARNING"},
+    )

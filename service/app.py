@@ -34,8 +34,11 @@ log = logging.getLogger(__name__)
 class ReelsenseService:
     """The always-on service of one process."""
 
-    def __init__(self, config: ServiceConfig) -> None:
+    def __init__(self, config: ServiceConfig, *, deploy: bool = True) -> None:
+        """``deploy``: deploy the stage pools and the API on Ray Serve (a process of its own);
+        otherwise use the pools already deployed (a consumer replica inside a RayService)."""
         self.config = config
+        self._deploy = deploy
         self.pipeline = Pipeline.from_config(config)
         self.store = RedisCheckpointStore(config.redis)
         self._executor: StageExecutor | None = None
@@ -94,6 +97,9 @@ class ReelsenseService:
         from service.api_serve import deploy_api
         from service.ray_pools import RayExecutor
 
+        if not self._deploy:
+            remote = RayExecutor.connect()
+            return remote, remote.write
         serve.start(http_options={"host": self.config.api.host, "port": self.config.api.port})
         remote = RayExecutor.deploy(self.config)
         deploy_api(self.config)

@@ -6,6 +6,7 @@ reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluste
 reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
 reelsense status ID            one video's progress (--json for machines)
 reelsense search "text"        nearest frames by meaning
+reelsense dead-letters         failed events and webhooks (--replay ID: send one again)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not args.verbose:
+        # Ray Serve narrates every deployment at INFO; the CLI shows its own progress instead.
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    # Ray forks and execs its own processes after lance is imported; that is safe.
+    warnings.filterwarnings("ignore", message="lance is not fork-safe")
     handler = _COMMANDS[args.command]
     try:
         return handler(args)
@@ -71,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("-k", type=int, default=5)
     _endpoint_options(search)
+
+    dead = sub.add_parser("dead-letters", help="list dead letters, or replay one")
+    dead.add_argument("--replay", metavar="ID", help="replay the dead letter with this id")
+    dead.add_argument("--limit", type=int, default=50)
+    dead.add_argument("--json", action="store_true")
+    _endpoint_options(dead)
     return parser
 
 
@@ -150,6 +163,37 @@ def _search(args: argparse.Namespace) -> int:
     return show_search(args)
 
 
+def _dead_letters(args: argparse.Namespace) -> int:
+    import json
+
+    import httpx
+
+    from service.client import _endpoint, _headers
+
+    base, headers = _endpoint(args, "api"), _headers(args)
+    if args.replay:
+        response = httpx.post(
+            f"{base}/v1/dead-letters/{args.replay}/replay", headers=headers, timeout=60
+        )
+    else:
+        response = httpx.get(
+            f"{base}/v1/dead-letters", params={"limit": args.limit}, headers=headers, timeout=60
+        )
+    if response.status_code != 200:
+        print(f"{response.status_code}: {response.text}", file=sys.stderr)
+        return 1
+    body = response.json()
+    if args.json or args.replay:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0 if not args.replay or body["outcome"] in ("published", "delivered") else 1
+    for item in body["items"]:
+        print(
+            f"{item['id']}  {item['kind']:7s}  {item['at'] or '-'}  "
+            f"{item['video_id'] or '-'}  {item['code']}: {item['message'][:120]}"
+        )
+    return 0
+
+
 _COMMANDS = {
     "demo": _demo,
     "dev": _dev,
@@ -157,6 +201,7 @@ _COMMANDS = {
     "submit": _submit,
     "status": _status,
     "search": _search,
+    "dead-letters": _dead_letters,
 }
 
 

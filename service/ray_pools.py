@@ -19,6 +19,7 @@ from typing import Any, cast
 import ray
 from ray import serve
 from ray.exceptions import RayTaskError
+from ray.serve import Application
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
 from core.config import PoolSettings, ServiceConfig
@@ -32,8 +33,9 @@ from stages.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
-APP_PREFIX = "reelsense-"
-WRITER_NAME = "reelsense-sink-writer"
+POOLS_APP = "reelsense-pools"
+INGEST = "ingest"
+WRITER = "sink-writer"
 _END = object()
 
 
@@ -85,9 +87,8 @@ class ModelPool:
         self._stage.teardown()
 
 
-@ray.remote(num_cpus=0.05)
-class SinkWriterActor:
-    """The one writer of the Lance tables: batches many videos into each commit."""
+class SinkWriterPool:
+    """The one writer of the Lance tables (a single replica): many videos per commit."""
 
     def __init__(self, config_json: str) -> None:
         config = ServiceConfig.model_validate_json(config_json)
@@ -96,8 +97,41 @@ class SinkWriterActor:
     async def write(self, result: VideoResult) -> None:
         await asyncio.wrap_future(self._writer.submit(result))
 
-    def close(self) -> None:
+    def __del__(self) -> None:
         self._writer.close()
+
+
+class PoolIndex:
+    """The ingress of the pools application: names the stage pools it runs."""
+
+    def __init__(self, stages: list[str], *pools: DeploymentHandle[Any]) -> None:
+        self._stages = stages  # ``pools`` are bound only so that Serve deploys them
+
+    def __call__(self) -> list[str]:
+        return self._stages
+
+
+def pools_application(config: ServiceConfig) -> Application:
+    """Every stage pool and the sink writer, as the one Serve application ``POOLS_APP``."""
+    pipeline = Pipeline.from_config(config)
+    config_json = config.model_dump_json()
+    ingest = serve.deployment(**_deployment_options(config.ray.decode, INGEST))(IngestPool)
+    pools = [ingest.bind(config_json)]
+    names = [stage.name for stage in pipeline.image_stages]
+    if pipeline.embed is not None:
+        names.append(pipeline.embed.name)
+    for name in names:
+        pool = serve.deployment(**_deployment_options(getattr(config.ray, name), name))(ModelPool)
+        pools.append(pool.bind(config_json, name))
+    writer = serve.deployment(
+        name=WRITER,
+        num_replicas=1,
+        max_ongoing_requests=256,  # every waiting video joins the next commit
+        ray_actor_options={"num_cpus": 0.05},
+    )(SinkWriterPool)
+    pools.append(writer.bind(config_json))
+    index = serve.deployment(name="index", ray_actor_options={"num_cpus": 0})(PoolIndex)
+    return index.bind(names, *pools)
 
 
 def _deployment_options(pool: PoolSettings, name: str) -> dict[str, Any]:
@@ -124,45 +158,30 @@ def _deployment_options(pool: PoolSettings, name: str) -> dict[str, Any]:
 class RayExecutor(StageExecutor):
     """Drives the Serve stage pools from the orchestrating process."""
 
-    def __init__(
-        self,
-        ingest: DeploymentHandle[Any],
-        pools: dict[str, DeploymentHandle[Any]],
-        image_stages: tuple[str, ...],
-        writer: Any,
-    ) -> None:
-        self._ingest = ingest
-        self._pools = pools
-        self.image_stages = image_stages
-        self.embeds = "embed" in pools
-        self._writer = writer
+    def __init__(self, stages: list[str]) -> None:
+        self._ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
+        self._writer = serve.get_deployment_handle(WRITER, app_name=POOLS_APP)
+        self._pools = {
+            name: serve.get_deployment_handle(name, app_name=POOLS_APP) for name in stages
+        }
+        self.embeds = "embed" in self._pools
+        self.image_stages = tuple(name for name in stages if name != "embed")
 
     @classmethod
     def deploy(cls, config: ServiceConfig) -> RayExecutor:
-        """Deploy (or update) every stage pool and the sink writer; returns once all run."""
-        pipeline = Pipeline.from_config(config)
-        config_json = config.model_dump_json()
-        ingest_app = serve.deployment(**_deployment_options(config.ray.decode, "ingest"))(
-            IngestPool
+        """Deploy (or update) the pools application; returns once every pool runs."""
+        index = serve.run(
+            pools_application(config),
+            name=POOLS_APP,
+            route_prefix=None,
+            logging_config={"log_level": "WARNING"},
         )
-        ingest = serve.run(
-            ingest_app.bind(config_json), name=f"{APP_PREFIX}ingest", route_prefix=None
-        )
-        names = [stage.name for stage in pipeline.image_stages]
-        if pipeline.embed is not None:
-            names.append(pipeline.embed.name)
-        pools = {}
-        for name in names:
-            app = serve.deployment(**_deployment_options(getattr(config.ray, name), name))(
-                ModelPool
-            )
-            pools[name] = serve.run(
-                app.bind(config_json, name), name=f"{APP_PREFIX}{name}", route_prefix=None
-            )
-        writer = SinkWriterActor.options(  # type: ignore[attr-defined]
-            name=WRITER_NAME, namespace=config.ray.namespace, get_if_exists=True
-        ).remote(config_json)
-        return cls(ingest, pools, tuple(stage.name for stage in pipeline.image_stages), writer)
+        return cls(index.remote().result(timeout_s=120))
+
+    @classmethod
+    def connect(cls) -> RayExecutor:
+        """Use the pools another process deployed (a RayService, or a ``reelsense serve``)."""
+        return cls(serve.get_app_handle(POOLS_APP).remote().result(timeout_s=120))
 
     async def ingest(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
         stream = cast(

@@ -44,10 +44,6 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        from ray import serve
-
-        with contextlib.suppress(Exception):
-            serve.shutdown()  # type: ignore[no-untyped-call]
-        ray.shutdown()
+        ray.shutdown()  # a local Ray takes its Serve applications with it
         if "reelsense-ray-" in tmp:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -104,3 +104,13 @@ def ray_session(services_dir: Path) -> Iterator[None]:
 def unique() -> str:
     """A short random suffix for topic, group, key and table names of one test."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def serve_apps(ray_session: None) -> Iterator[None]:
+    """Ray Serve for one test: whatever it deployed is shut down afterwards, so the next test
+    starts Serve afresh (its own HTTP port, no route prefix taken)."""
+    yield
+    from ray import serve
+
+    serve.shutdown()

@@ -37,7 +37,7 @@ async def test_eleven_events_end_to_end(
     tmp_path: Path,
     kafka_bootstrap: str,
     redis_url: str,
-    ray_session: None,
+    serve_apps: None,
     unique: str,
     api_port: int,
 ) -> None:

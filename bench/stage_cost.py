@@ -1,0 +1,78 @@
+"""Per-stage cost per sampled frame, measured with the sequential runner (no Ray).
+
+    python -m bench.stage_cost [--videos 2] [--seconds 20] [--json OUT]
+
+Generates 720p videos with film grain and burned-in text, runs the real stages one video after
+another in this process, and reports CPU milliseconds per sampled frame for each stage (process
+CPU time, so a multi-threaded decoder is charged for every thread), plus wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from core.config import ServiceConfig
+from core.records import VideoRef
+from service.samples import write_long_video
+from stages.pipeline import Pipeline
+from stages.runner import SequentialRunner
+
+
+def measure(videos: int, seconds: float, workdir: Path) -> dict[str, object]:
+    paths = [
+        write_long_video(workdir / f"bench-{i}.mp4", seconds, seed=i).path for i in range(videos)
+    ]
+    config = ServiceConfig.load(
+        limits={"file_roots": (str(workdir),)},
+        runtime={"workdir": str(workdir / "work"), "executor": "local"},
+    )
+    runner = SequentialRunner(Pipeline.from_config(config))
+    started = time.monotonic()
+    runner.setup()
+    setup_s = time.monotonic() - started
+    cpu: dict[str, float] = defaultdict(float)
+    frames = 0
+    started = time.monotonic()
+    for i, path in enumerate(paths):
+        result = runner.run_one(VideoRef(video_id=f"bench-{i}", uri=path.resolve().as_uri()))
+        frames += len(result.frames)
+        for stage, seconds_cpu in result.timings.items():
+            cpu[stage] += seconds_cpu
+    wall_s = time.monotonic() - started
+    runner.teardown()
+    return {
+        "videos": videos,
+        "video_seconds": seconds,
+        "sampled_frames": frames,
+        "setup_s": round(setup_s, 2),
+        "wall_s": round(wall_s, 2),
+        "cpu_s_per_video": round(sum(cpu.values()) / videos, 2),
+        "cpu_ms_per_frame": {stage: round(1000 * s / frames, 1) for stage, s in cpu.items()},
+        "cpus": os.cpu_count(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--videos", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with tempfile.TemporaryDirectory(prefix="reelsense-bench-") as tmp:
+        report = measure(args.videos, args.seconds, Path(tmp))
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,6 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -301,6 +300,9 @@ class _Connected:
         except (KafkaError, OSError, TimeoutError) as exc:
             await self._consumer.stop()
             raise broker_error(exc, self._doing) from exc
+        # Let the consumer's background task begin: aiokafka's stop() awaits it after
+        # cancelling, and a task cancelled before it ever ran raises CancelledError there.
+        await asyncio.sleep(0)
         return self._consumer
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -347,11 +349,10 @@ def _event_tenant(body: dict[str, Any] | None) -> str | None:
 
 
 def _video_id(key: bytes | None, body: dict[str, Any] | None) -> str | None:
-    candidates: Sequence[object] = (
-        None if key is None else key.decode("utf-8", "replace"),
-        None if body is None else body.get("video_id"),
-    )
-    for candidate in candidates:
-        if isinstance(candidate, str) and VIDEO_ID_PATTERN.fullmatch(candidate):
-            return candidate
-    return None
+    """The id the consumer gave the video a failed status under: the body's (read with
+    surrounding whitespace stripped, as event fields are), else the key's."""
+    body_id = None if body is None else body.get("video_id")
+    if isinstance(body_id, str) and VIDEO_ID_PATTERN.fullmatch(body_id.strip()):
+        return body_id.strip()
+    key_id = None if key is None else key.decode("utf-8", "replace")
+    return key_id if key_id is not None and VIDEO_ID_PATTERN.fullmatch(key_id) else None

@@ -155,6 +155,7 @@ class CorpusRun:
     trap: Trap
     after_valid: VideoStatus
     healthz_after: int
+    api_dead_letters: list[dict[str, Any]]
     seconds: float
 
     def failed_hooks(self, video_id: str) -> list[dict[str, Any]]:
@@ -290,6 +291,8 @@ async def corpus(
             api = f"http://127.0.0.1:{api_port}"
             async with httpx.AsyncClient(base_url=api, timeout=30) as client:
                 healthz = (await client.get("/healthz")).status_code
+                listed = await client.get("/v1/dead-letters", params={"limit": 500})
+                assert listed.status_code == 200, listed.text
             yield CorpusRun(
                 topic=config.kafka.topic,
                 api=api,
@@ -302,6 +305,7 @@ async def corpus(
                 trap=trap,
                 after_valid=after,
                 healthz_after=healthz,
+                api_dead_letters=listed.json()["items"],
                 seconds=seconds,
             )
         finally:
@@ -375,6 +379,19 @@ async def test_invalid_event_is_dead_lettered_with_its_reason(
     assert headers["trace-id"] == case.name.encode()  # the record's own headers are kept
     if letter.value_dropped is None:
         assert value == case.value(Context(Path("/"), Path("/"), 0))
+    # The API lists it, with the same reason and origin.
+    where = corpus.events[case.name]
+    [listed] = [
+        d
+        for d in corpus.api_dead_letters
+        if (d["data"].get("original_partition"), d["data"].get("original_offset"))
+        == (where.partition, where.offset)
+    ]
+    assert (listed["kind"], listed["code"], listed["video_id"]) == (
+        "event",
+        case.code,
+        case.status_id,
+    )
     if case.status_id is None:
         return
     status = corpus.statuses[case.status_id]

@@ -23,14 +23,15 @@ from consumers.admin import ensure_topics
 from consumers.base import RecordInfo
 from consumers.dead_letter import DeadLetterPublisher
 from consumers.errors import InvalidEvent
-from core.config import KafkaSettings, NotifySettings
+from core.config import KafkaSettings, NotifySettings, ServiceConfig
 from notify.base import DeadLetter, Outcome
 from notify.delivery_log import RedisDeliveryLog
 from notify.replay import WebhookReplayer
 from notify.webhooks import WebhookSender
 from service.api import api_server, create_app
+from service.api_serve import replica_config_json
 from service.cli import main as cli_main
-from service.dead_letters import REPLAYED_FROM, DeadLetterSource, webhook_letter_id
+from service.dead_letters import REPLAYED_FROM, DeadLetterSource
 from service.embedded import free_port
 from service.receiver import WebhookReceiver
 from tests.e2e.support import webhook_secret
@@ -140,7 +141,8 @@ async def test_lists_both_kinds_newest_first_with_spring_headers(setup: Setup) -
     assert acme.data["exception"] == "consumers.errors.InvalidEvent"
     assert acme.data["consumer_group"] == setup.kafka.group_id
     stray = next(d for d in everything if d.code == "event_not_json")
-    assert stray.tenant is None and stray.video_id is None
+    assert stray.tenant is None
+    assert stray.video_id is None
     hook = next(d for d in everything if d.video_id == "acme-2")
     assert hook.code == "retries_exhausted:webhook_connect_failed"
     assert ids["acme-2"] == hook.id
@@ -238,17 +240,31 @@ async def test_api_and_cli(setup: Setup, capsys: pytest.CaptureFixture[str]) -> 
     port = free_port()
     server = api_server(app, "127.0.0.1", port)
     serving = asyncio.create_task(server.serve())
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
         await asyncio.sleep(0.02)
     try:
         api = ["--api", f"http://127.0.0.1:{port}", "--token", "token-a"]
         code = await asyncio.to_thread(cli_main, ["dead-letters", *api])
         assert code == 0
         out = capsys.readouterr().out
-        assert ids["acme-1"] in out and ids["acme-2"] in out and ids["glob-2"] not in out
+        assert ids["acme-1"] in out
+        assert ids["acme-2"] in out
+        assert ids["glob-2"] not in out
         code = await asyncio.to_thread(cli_main, ["dead-letters", *api, "--replay", ids["acme-2"]])
         assert code == 0
         assert json.loads(capsys.readouterr().out)["outcome"] == "delivered"
     finally:
         server.should_exit = True
         await serving
+
+
+def test_replica_config_keeps_secrets() -> None:
+    """The API replica is built from JSON: tokens and webhook secrets must arrive intact."""
+    config = ServiceConfig.load(
+        api={"tenant_tokens": {"acme": ["tok-a"], "globex": ["tok-b", "tok-c"]}},
+        notify={"webhook_secrets": [webhook_secret()]},
+    )
+    rebuilt = ServiceConfig.model_validate_json(replica_config_json(config))
+    assert rebuilt == config
+    assert rebuilt.api.bearer_tokens() == {"tok-a": "acme", "tok-b": "globex", "tok-c": "globex"}
+    WebhookSender(rebuilt.notify)  # decodes every secret

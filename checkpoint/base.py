@@ -46,6 +46,9 @@ class VideoStatus(BaseModel):
     attempts: int = 0
     epoch: int = 0
     frames: int = 0
+    chunks_total: int | None = None  # chunks in the video, once decoding has ended
+    chunks_processed: int = 0  # chunks computed by the model stages, over every attempt
+    chunks_restored: int = 0  # chunks taken from persisted outputs when an attempt resumed
     error_code: str | None = None
     error_message: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)  # stage -> seconds
@@ -116,6 +119,17 @@ class CheckpointStore(ABC):
         self, video_id: str, epoch: int, stage: str, done: int, total: int | None = None
     ) -> None:
         """Record that ``stage`` has finished ``done`` chunks (of ``total``, once known)."""
+
+    @abstractmethod
+    async def chunks_done(self, video_id: str) -> set[int]:
+        """Chunks of the current attempt's pipeline version whose outputs are persisted."""
+
+    @abstractmethod
+    async def mark_chunk(
+        self, video_id: str, epoch: int, index: int, *, restored: bool, total: int | None
+    ) -> None:
+        """Record that chunk ``index``'s outputs are persisted (computed now, or ``restored``
+        from an earlier attempt's persisted outputs); ``total`` once the chunk count is known."""
 
     @abstractmethod
     async def mark_done(

@@ -62,6 +62,7 @@ local function create(tenant, uri, now)
 end
 
 -- Results of one pipeline version are worthless to another: drop stage progress with them.
+-- Fields 'c:<index>' mark chunks whose outputs are persisted (see mark_chunk).
 local function set_version(old_version, version)
   if old_version == version then
     return
@@ -69,11 +70,11 @@ local function set_version(old_version, version)
   local fields = redis.call('HKEYS', VKEY)
   for _, field in ipairs(fields) do
     local head = string.sub(field, 1, 3)
-    if head == 'sd:' or head == 'st:' then
+    if head == 'sd:' or head == 'st:' or string.sub(field, 1, 2) == 'c:' then
       redis.call('HDEL', VKEY, field)
     end
   end
-  redis.call('HDEL', VKEY, 'timings')
+  redis.call('HDEL', VKEY, 'timings', 'chunks_total', 'chunks_processed', 'chunks_restored')
   redis.call('HSET', VKEY, 'frames', 0, 'pipeline_version', version)
 end
 

@@ -11,6 +11,12 @@ local now = now_us()
 redis.call('HSET', VKEY, 'status', 'done', 'frames', frames, 'timings', timings,
   'finished_at', now, 'updated_at', now)
 redis.call('HDEL', VKEY, 'stage')
+-- Persisted chunk outputs go once the video is done; so do their marks.
+for _, field in ipairs(redis.call('HKEYS', VKEY)) do
+  if string.sub(field, 1, 2) == 'c:' then
+    redis.call('HDEL', VKEY, field)
+  end
+end
 reindex('running', tenant, 'done', tenant, now)
 local id = redis.call('XADD', KEYS[3], '*', 'event', event)
 publish(tenant, 'done', nil, 0, nil, now)

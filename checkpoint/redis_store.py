@@ -208,6 +208,21 @@ class RedisCheckpointStore(CheckpointStore):
         )
         self._refuse(reply, video_id, epoch)
 
+    async def chunks_done(self, video_id: str) -> set[int]:
+        async with _boundary():
+            fields = await self._redis.hkeys(self.video_key(video_id))
+        names = [f.decode() if isinstance(f, bytes) else f for f in fields]
+        return {int(name[2:]) for name in names if name.startswith("c:")}
+
+    async def mark_chunk(
+        self, video_id: str, epoch: int, index: int, *, restored: bool, total: int | None
+    ) -> None:
+        kind = "restored" if restored else "processed"
+        reply = await self._run(
+            "mark_chunk", video_id, epoch, index, kind, "" if total is None else total
+        )
+        self._refuse(reply, video_id, epoch)
+
     async def mark_done(
         self,
         video_id: str,

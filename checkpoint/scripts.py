@@ -29,7 +29,7 @@ from typing import Any
 from checkpoint.base import ProgressEvent, StageProgress, VideoState, VideoStatus
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-SCRIPTS = ("mark_queued", "claim", "advance", "mark_done", "mark_failed")
+SCRIPTS = ("mark_queued", "claim", "advance", "mark_chunk", "mark_done", "mark_failed")
 
 
 def load_script(name: str) -> str:
@@ -69,6 +69,9 @@ def record_from_fields(fields: Mapping[str, str]) -> VideoStatus:
         attempts=int(fields.get("attempts", 0)),
         epoch=int(fields.get("epoch", 0)),
         frames=int(fields.get("frames", 0)),
+        chunks_total=int(fields["chunks_total"]) if fields.get("chunks_total") else None,
+        chunks_processed=int(fields.get("chunks_processed", 0)),
+        chunks_restored=int(fields.get("chunks_restored", 0)),
         error_code=fields.get("error_code"),
         error_message=fields.get("error_message"),
         timings=json.loads(fields["timings"]) if fields.get("timings") else {},

@@ -38,6 +38,7 @@ from service.api_models import (
     VideoPage,
     add_event_schemas,
 )
+from service.dashboard import install_dashboard
 from service.dead_letters import ReplayResult
 from sinks.base import SearchHit
 
@@ -124,6 +125,7 @@ def create_app(
     app.add_middleware(_RequestMetrics)
     _install_error_handlers(app)
     add_event_schemas(app)
+    install_dashboard(app)
 
     async def caller_tenant(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any
 
+from checkpoint.chunk_store import ChunkStore
 from checkpoint.redis_store import RedisCheckpointStore
 from consumers.admin import ensure_topics
 from consumers.base import RecordInfo
@@ -25,7 +25,8 @@ from notify.dispatcher import NotificationDispatcher
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
 from service.executor import StageExecutor
-from service.processor import ResultWriter, VideoProcessor
+from service.processor import VideoProcessor
+from sinks.object_store import object_store_from_uri
 from stages.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,14 @@ class ReelsenseService:
                 config.kafka.status_topic: 3,
             },
         )
-        executor, write = await asyncio.to_thread(self._build_executor)
+        executor = await asyncio.to_thread(self._build_executor)
         self._executor = executor
         processor = VideoProcessor(
             store=self.store,
             executor=executor,
-            write=write,
+            chunks=ChunkStore(
+                object_store_from_uri(config.storage.object_store_uri, config.storage)
+            ),
             pipeline_version=self.pipeline_version,
             settings=config.runtime,
         )
@@ -80,30 +83,22 @@ class ReelsenseService:
         )
         log.info("service ready, pipeline %s", self.pipeline_version)
 
-    def _build_executor(self) -> tuple[StageExecutor, ResultWriter]:
+    def _build_executor(self) -> StageExecutor:
         if self.config.runtime.executor == "local":
             from service.local_executor import LocalExecutor
-            from sinks.writer import SinkWriter
 
-            local = LocalExecutor(self.pipeline)
-            writer = SinkWriter.from_settings(self.config.storage)
-
-            async def write_local(result: Any) -> None:
-                await asyncio.wrap_future(writer.submit(result))
-
-            return local, write_local
+            return LocalExecutor(self.config)
         from ray import serve
 
         from service.api_serve import deploy_api
         from service.ray_pools import RayExecutor
 
         if not self._deploy:
-            remote = RayExecutor.connect()
-            return remote, remote.write
+            return RayExecutor.connect()
         serve.start(http_options={"host": self.config.api.host, "port": self.config.api.port})
-        remote = RayExecutor.deploy(self.config)
+        executor = RayExecutor.deploy(self.config)
         deploy_api(self.config)
-        return remote, remote.write
+        return executor
 
     async def run(self) -> None:
         """Start (if needed) and serve until ``request_stop()``."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.records import Chunk, LocalVideo, VideoRef
+from sinks.base import VideoResult
+from stages.decode import ResumePoint
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,9 @@ class StageExecutor(ABC):
     embeds: bool
 
     @abstractmethod
-    def ingest(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
-        """Fetch and probe the video (yield its ``LocalVideo`` first), then decode and sample it,
-        yielding a ticket per chunk as soon as the chunk is ready."""
+    def ingest(self, ref: VideoRef, resume: ResumePoint | None = None) -> AsyncIterator[IngestItem]:
+        """Fetch and probe the video (yield its ``LocalVideo`` first), then decode and sample it
+        (from ``resume`` on), yielding a ticket per chunk as soon as the chunk is ready."""
 
     @abstractmethod
     async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
@@ -51,6 +53,15 @@ class StageExecutor(ABC):
     @abstractmethod
     async def embed(self, chunk: Chunk) -> Chunk:
         """Embed the text of a chunk's frames."""
+
+    @abstractmethod
+    async def write(self, result: VideoResult) -> None:
+        """Write a video's results to every sink (batched with other videos); raises
+        ``StaleEpoch`` when a newer attempt owns the video."""
+
+    @abstractmethod
+    async def written(self, video_id: str) -> tuple[str, int] | None:
+        """(pipeline version, frames) of the video's results the sinks hold, if any."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the executor holds."""

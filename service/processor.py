@@ -1,9 +1,13 @@
 """Per-video orchestration: one asyncio task per video, many videos at once.
 
 For each video: claim it (owner epoch), fetch + probe, stream chunks out of the decoder, run
-the image stages side by side on each chunk and then the embedder, record progress per stage,
-write the results to the sinks, and only then mark the video done (with its outbox entry).
-Durable steps go in one order: sinks, checkpoint, then (by the consumer) the Kafka offset.
+the image stages side by side on each chunk and then the embedder, persist each chunk's outputs
+and record it done, write the results to the sinks, and only then mark the video done (with its
+outbox entry). Durable steps go in one order: chunk outputs before the chunk checkpoint, sinks
+before the video checkpoint, and (by the consumer) the Kafka offset last.
+
+An attempt that finds chunks persisted by an earlier one takes them as they are and makes the
+decoder seek to the first unfinished chunk: a video 95% through resumes at 95%.
 """
 
 from __future__ import annotations
@@ -12,22 +16,22 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from checkpoint.base import CheckpointStore, OutboxEvent
+from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from core.config import RuntimeSettings
 from core.errors import PermanentError, ReelsenseError, RetryableError
 from core.records import Chunk, Frame, LocalVideo, VideoRef
 from service.executor import ChunkTicket, StageExecutor
 from sinks.base import VideoResult
+from stages.decode import ResumePoint
 
 log = logging.getLogger(__name__)
-
-ResultWriter = Callable[[VideoResult], Awaitable[None]]
 
 FETCH = "fetch"
 DECODE = "decode"
@@ -42,13 +46,13 @@ class VideoProcessor:
         *,
         store: CheckpointStore,
         executor: StageExecutor,
-        write: ResultWriter,
+        chunks: ChunkStore,
         pipeline_version: str,
         settings: RuntimeSettings,
     ) -> None:
         self._store = store
         self._executor = executor
-        self._write = write
+        self._chunks = chunks
         self._version = pipeline_version
         self._settings = settings
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
@@ -69,7 +73,7 @@ class VideoProcessor:
                 log.info("video %s already done for %s, skipping", ref.video_id, self._version)
                 return
             try:
-                await self._run(ref, claim.epoch)
+                await self._run(ref, claim.epoch, fresh=claim.status.attempts == 1)
                 return
             except StaleEpoch:
                 log.warning("video %s is owned by a newer attempt; leaving it", ref.video_id)
@@ -102,27 +106,41 @@ class VideoProcessor:
         schedule = self._settings.retry_backoff_s
         return schedule[min(attempt, len(schedule) - 1)] if schedule else 0.0
 
-    async def _run(self, ref: VideoRef, epoch: int) -> None:
+    async def _run(self, ref: VideoRef, epoch: int, *, fresh: bool) -> None:
+        written = await self._executor.written(ref.video_id) if fresh else None
+        if written is not None and written[0] == self._version:
+            # The checkpoint record is new but the sinks hold this version's results: Redis
+            # lost its state after the video was done. Rebuild the record, do not recompute.
+            log.warning("video %s: results found in the sinks, marking done", ref.video_id)
+            await self._store.mark_done(
+                ref.video_id,
+                epoch,
+                frames=written[1],
+                timings={},
+                outbox=self._outbox("video.done", ref, {"frames": written[1]}),
+            )
+            return
         started = time.monotonic()
-        run = _VideoRun(ref, epoch, self._store, self._executor)
+        run = _VideoRun(ref, epoch, self._store)
+        restored = await self._restore(run)
         video: LocalVideo | None = None
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
         try:
-            async for item in self._executor.ingest(ref):
+            async for item in self._executor.ingest(ref, _resume_point(restored)):
                 if isinstance(item, LocalVideo):
                     video = item
                     run.timings[FETCH] = time.monotonic() - started
                     await run.progress(FETCH, 1, 1)
                     continue
+                run.decoded(item.index, item.last)
+                await run.progress(DECODE, run.decoded_count, run.total)
+                if item.index in restored:
+                    continue  # finished by an earlier attempt; its pixels are not needed
                 await per_video.acquire()
                 await self._chunk_slots.acquire()
-                run.chunks_seen += 1
-                if item.last:
-                    run.total = run.chunks_seen
-                await run.progress(DECODE, run.chunks_seen, run.total)
                 tasks.append(asyncio.create_task(self._chunk(run, item, per_video)))
-            chunks = await asyncio.gather(*tasks)
+            computed = await asyncio.gather(*tasks)
         except BaseException:
             for task in tasks:
                 task.cancel()
@@ -133,9 +151,8 @@ class VideoProcessor:
                 "the decoder ended without probing the video", code="internal_error"
             )
         run.timings["total"] = time.monotonic() - started
-        frames = [
-            frame for chunk in sorted(chunks, key=lambda c: c.index) for frame in chunk.frames
-        ]
+        chunks = sorted([*restored.values(), *computed], key=lambda c: c.index)
+        frames = [frame for chunk in chunks for frame in chunk.frames]
         result = VideoResult(
             ref=ref,
             pipeline_version=self._version,
@@ -143,8 +160,9 @@ class VideoProcessor:
             frames=frames,
             completed_at=datetime.now(UTC),
             timings=dict(run.timings),
+            epoch=epoch,
         )
-        await self._write(result)
+        await self._executor.write(result)
         await self._store.mark_done(
             ref.video_id,
             epoch,
@@ -152,6 +170,34 @@ class VideoProcessor:
             timings=result.timings,
             outbox=self._outbox("video.done", ref, _done_data(result)),
         )
+        try:
+            await asyncio.to_thread(self._chunks.delete_video, ref.video_id, self._version)
+        except ReelsenseError as exc:  # only space is lost; the next run of the video skips it
+            log.warning("video %s: persisted chunks not removed: %s", ref.video_id, exc)
+
+    async def _restore(self, run: _VideoRun) -> dict[int, Chunk]:
+        """Chunks an earlier attempt persisted, read back and recorded as restored."""
+        video_id = run.ref.video_id
+        indexes = await self._store.chunks_done(video_id)
+        restored: dict[int, Chunk] = {}
+        for index in sorted(indexes):
+            chunk = await asyncio.to_thread(self._chunks.get, video_id, self._version, index)
+            if chunk is not None:
+                restored[index] = chunk
+        for chunk in restored.values():
+            run.restored(chunk)
+            await self._store.mark_chunk(
+                video_id, run.epoch, chunk.index, restored=True, total=run.total
+            )
+        if restored:
+            log.info("video %s: resuming with %d chunks already done", video_id, len(restored))
+            for stage in (
+                *self._executor.image_stages,
+                *([EMBED] if self._executor.embeds else []),
+            ):
+                await run.progress(stage, len(restored), run.total)
+                run.done[stage] = len(restored)
+        return restored
 
     async def _chunk(self, run: _VideoRun, ticket: ChunkTicket, slot: asyncio.Semaphore) -> Chunk:
         try:
@@ -165,6 +211,10 @@ class VideoProcessor:
             if self._executor.embeds:
                 chunk = await run.timed(EMBED, self._executor.embed(chunk))
                 await run.stage_done(EMBED)
+            await asyncio.to_thread(self._chunks.put, self._version, chunk)
+            await self._store.mark_chunk(
+                run.ref.video_id, run.epoch, chunk.index, restored=False, total=run.total
+            )
             return chunk
         finally:
             slot.release()
@@ -207,16 +257,26 @@ class VideoProcessor:
 class _VideoRun:
     """Progress bookkeeping of one attempt at one video."""
 
-    def __init__(
-        self, ref: VideoRef, epoch: int, store: CheckpointStore, executor: StageExecutor
-    ) -> None:
+    def __init__(self, ref: VideoRef, epoch: int, store: CheckpointStore) -> None:
         self.ref = ref
         self.epoch = epoch
         self.store = store
-        self.chunks_seen = 0
+        self.seen: set[int] = set()
         self.total: int | None = None
         self.done: dict[str, int] = defaultdict(int)
         self.timings: dict[str, float] = defaultdict(float)
+
+    @property
+    def decoded_count(self) -> int:
+        return len(self.seen)
+
+    def decoded(self, index: int, last: bool) -> None:
+        self.seen.add(index)
+        if last:
+            self.total = index + 1
+
+    def restored(self, chunk: Chunk) -> None:
+        self.decoded(chunk.index, chunk.last)
 
     async def progress(self, stage: str, done: int, total: int | None) -> None:
         await self.store.advance(self.ref.video_id, self.epoch, stage, done, total)
@@ -234,6 +294,17 @@ class _VideoRun:
             raise
         finally:
             self.timings[stage] += time.monotonic() - started
+
+
+def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:
+    """After the last of the chunks persisted without a gap from the start."""
+    previous: Chunk | None = None
+    while (previous.index + 1 if previous else 0) in restored:
+        previous = restored[previous.index + 1 if previous else 0]
+    if previous is None or not previous.frames:
+        return None
+    last = previous.frames[-1]
+    return ResumePoint(previous.index + 1, last.index + 1, last.timestamp_s, finished=previous.last)
 
 
 def _merge(outputs: list[Chunk]) -> Chunk:

@@ -26,9 +26,10 @@ from core.config import PoolSettings, ServiceConfig
 from core.errors import ReelsenseError
 from core.records import Chunk, VideoRef
 from service.executor import ChunkTicket, IngestItem, StageExecutor
+from service.result_writer import FencedResultWriter
 from sinks.base import VideoResult
-from sinks.writer import SinkWriter
 from stages.base import Stage
+from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,13 @@ class IngestPool:
         self._fetch.setup()
         self._decode.setup()
 
-    async def ingest(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
+    async def ingest(
+        self, ref: VideoRef, resume: ResumePoint | None = None
+    ) -> AsyncIterator[IngestItem]:
         video = (await asyncio.to_thread(self._fetch.process_batch, [ref]))[0]
         yield video
         try:
-            chunks: Iterator[Chunk] = self._decode.stream(video)
+            chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
             while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
                 assert isinstance(chunk, Chunk)
                 ref_ = ray.put(chunk)
@@ -91,14 +94,16 @@ class SinkWriterPool:
     """The one writer of the Lance tables (a single replica): many videos per commit."""
 
     def __init__(self, config_json: str) -> None:
-        config = ServiceConfig.model_validate_json(config_json)
-        self._writer = SinkWriter.from_settings(config.storage)
+        self._writer = FencedResultWriter(ServiceConfig.model_validate_json(config_json))
 
     async def write(self, result: VideoResult) -> None:
-        await asyncio.wrap_future(self._writer.submit(result))
+        await self._writer.write(result)
 
-    def __del__(self) -> None:
-        self._writer.close()
+    async def written(self, video_id: str) -> tuple[str, int] | None:
+        return await self._writer.written(video_id)
+
+    async def __del__(self) -> None:
+        await self._writer.close()
 
 
 class PoolIndex:
@@ -183,10 +188,12 @@ class RayExecutor(StageExecutor):
         """Use the pools another process deployed (a RayService, or a ``reelsense serve``)."""
         return cls(serve.get_app_handle(POOLS_APP).remote().result(timeout_s=120))
 
-    async def ingest(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
+    async def ingest(
+        self, ref: VideoRef, resume: ResumePoint | None = None
+    ) -> AsyncIterator[IngestItem]:
         stream = cast(
             DeploymentResponseGenerator[IngestItem],
-            self._ingest.options(stream=True).ingest.remote(ref),
+            self._ingest.options(stream=True).ingest.remote(ref, resume),
         )
         try:
             async for item in stream:
@@ -213,6 +220,13 @@ class RayExecutor(StageExecutor):
             await self._writer.write.remote(result)
         except RayTaskError as exc:
             raise _cause(exc) from None
+
+    async def written(self, video_id: str) -> tuple[str, int] | None:
+        try:
+            found: tuple[str, int] | None = await self._writer.written.remote(video_id)
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+        return found
 
 
 def _cause(exc: RayTaskError) -> BaseException:

@@ -26,6 +26,7 @@ class VideoResult:
     frames: list[Frame]
     completed_at: datetime
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    epoch: int | None = None  # the owner epoch of the attempt that made it (fencing)
 
     @property
     def text(self) -> str:

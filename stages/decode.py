@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 
 import av
@@ -37,6 +38,20 @@ SAMPLER_REVISION = 1
 _TRUNCATION_SLACK_S = 1.0
 _TRUNCATION_SLACK_RATIO = 0.05
 _MAX_THREADS = 4
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where an interrupted video picks up: the chunk after the last one whose outputs were
+    persisted, known by that chunk's last frame. Sampling continues exactly as the first
+    attempt would have (same frame indexes, same slots), so resumed chunks match."""
+
+    chunk_index: int  # the first chunk to produce
+    sample_index: int  # the index of its first frame
+    after_s: float  # the timestamp of the frame before it; earlier frames are skipped
+    finished: bool = False  # every chunk is persisted: nothing left to decode
+
+
 # Slack against rounding of timestamps to the stream's time base.
 _EPSILON_S = 1e-3
 
@@ -72,9 +87,16 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         (``decode_error`` for corrupt data, ``video_truncated`` when the data ends early) and
         :class:`LimitExceeded` (``limit_frames``).
         """
+        return self.stream_from(item, None)
+
+    def stream_from(self, item: LocalVideo, resume: ResumePoint | None) -> Iterator[Chunk]:
+        """``stream`` from a resume point: seeks to the key frame before it and yields only
+        the chunks from ``resume.chunk_index`` on."""
         self._check_estimated_frames(item)
+        if resume is not None and resume.finished:
+            return
         with open_container(item.path, self._limits) as container:
-            yield from self._chunks(item, container)
+            yield from self._chunks(item, container, resume)
 
     def _check_estimated_frames(self, video: LocalVideo) -> None:
         if self._mode != "fps" or video.probe.duration_s <= 0:
@@ -87,7 +109,9 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
                 code="limit_frames",
             )
 
-    def _chunks(self, video: LocalVideo, container: InputContainer) -> Iterator[Chunk]:
+    def _chunks(
+        self, video: LocalVideo, container: InputContainer, resume: ResumePoint | None
+    ) -> Iterator[Chunk]:
         stream = main_video_stream(container)
         if stream is None:
             raise UnsupportedMedia("the file has no video stream", code="no_video_stream")
@@ -102,8 +126,16 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         pending: list[Frame] = []
         chunk_index = 0
         sampled = 0
+        skip_until = -1.0
         reader = _FrameReader(container, stream)
+        if resume is not None:
+            chunk_index, sampled = resume.chunk_index, resume.sample_index
+            skip_until = resume.after_s + _EPSILON_S
+            next_slot = (math.floor((resume.after_s + _EPSILON_S) / interval) + 1) * interval
+            reader.seek(resume.after_s)
         for frame, t in reader:
+            if t <= skip_until:
+                continue
             if self._mode == "fps":
                 if t + _EPSILON_S < next_slot:
                     continue
@@ -176,6 +208,15 @@ class _FrameReader:
                     yield frame, self._time_of(frame)
         except av.error.FFmpegError as exc:
             raise DecodeError(f"decoding failed: {exc}", code="decode_error") from exc
+
+    def seek(self, t: float) -> None:
+        """Continue from the key frame at or before ``t`` seconds."""
+        target = int(t / self._time_base) + self._start
+        try:
+            self._container.seek(target, backward=True, any_frame=False, stream=self._stream)
+        except av.error.FFmpegError as exc:
+            raise DecodeError(f"seeking to {t:.2f} s failed: {exc}", code="decode_error") from exc
+        self._last_t = t - self._frame_s
 
     def _time_of(self, frame: av.VideoFrame) -> float:
         if frame.pts is None:  # no timestamp: one frame duration after the previous one

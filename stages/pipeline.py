@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ServiceConfig
-from core.records import Chunk, LocalVideo
-from stages.base import Stage, StreamingStage
+from core.records import Chunk
+from stages.base import Stage
 from stages.decode import DecodeSampleStage
 from stages.embed import EmbedStage
 from stages.fetch import FetchProbeStage
@@ -27,7 +27,7 @@ class Pipeline:
     """The stages of one pipeline version, not yet set up (constructors store config only)."""
 
     fetch: FetchProbeStage
-    decode: StreamingStage[LocalVideo, Chunk]
+    decode: DecodeSampleStage
     image_stages: tuple[Stage[Chunk, Chunk], ...]  # read pixels; run side by side per chunk
     embed: Stage[Chunk, Chunk] | None
 

@@ -1,0 +1,110 @@
+"""Persisted chunk outputs: what the stages found in one chunk, kept until the video is done.
+
+A chunk's outputs are written here before the checkpoint records the chunk as done, so an
+attempt that resumes a video takes finished chunks from here instead of recomputing them.
+Keys are deterministic: ``chunks/{video_id}/{pipeline_version}/{index:06d}.json``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import numpy as np
+
+from core.records import Chunk, Frame, OcrLine
+from sinks.object_store import ObjectStore
+
+PREFIX = "chunks"
+
+
+class ChunkStore:
+    """Chunk outputs (no pixels) in an object store."""
+
+    def __init__(self, objects: ObjectStore) -> None:
+        self._objects = objects
+
+    @staticmethod
+    def key(video_id: str, pipeline_version: str, index: int) -> str:
+        return f"{PREFIX}/{video_id}/{pipeline_version}/{index:06d}.json"
+
+    def put(self, pipeline_version: str, chunk: Chunk) -> None:
+        key = self.key(chunk.video_id, pipeline_version, chunk.index)
+        self._objects.put_bytes(key, encode_chunk(chunk), content_type="application/json")
+
+    def get(self, video_id: str, pipeline_version: str, index: int) -> Chunk | None:
+        data = self._objects.get_bytes(self.key(video_id, pipeline_version, index))
+        return None if data is None else decode_chunk(data)
+
+    def delete_video(self, video_id: str, pipeline_version: str) -> int:
+        """Remove every persisted chunk of the video; returns how many there were."""
+        keys = self._objects.list(f"{PREFIX}/{video_id}/{pipeline_version}/")
+        for key in keys:
+            self._objects.delete(key)
+        return len(keys)
+
+
+def encode_chunk(chunk: Chunk) -> bytes:
+    return json.dumps(
+        {
+            "video_id": chunk.video_id,
+            "index": chunk.index,
+            "last": chunk.last,
+            "frames": [_encode_frame(frame) for frame in chunk.frames],
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+
+
+def decode_chunk(data: bytes) -> Chunk:
+    raw = json.loads(data)
+    return Chunk(
+        video_id=raw["video_id"],
+        index=int(raw["index"]),
+        frames=[_decode_frame(frame) for frame in raw["frames"]],
+        last=bool(raw["last"]),
+    )
+
+
+def _encode_frame(frame: Frame) -> dict[str, Any]:
+    embedding = None
+    if frame.embedding is not None:
+        vector = np.asarray(frame.embedding, dtype="<f4")
+        embedding = base64.b64encode(vector.tobytes()).decode()
+    return {
+        "index": frame.index,
+        "timestamp_s": frame.timestamp_s,
+        "keyframe": frame.keyframe,
+        "ocr_lines": [
+            {"text": line.text, "score": line.score, "box": [list(p) for p in line.box]}
+            for line in frame.ocr_lines
+        ],
+        "caption": frame.caption,
+        "embedding": embedding,
+    }
+
+
+def _decode_frame(raw: dict[str, Any]) -> Frame:
+    embedding = None
+    if raw["embedding"] is not None:
+        embedding = np.frombuffer(base64.b64decode(raw["embedding"]), dtype="<f4").astype(
+            np.float32
+        )
+    return Frame(
+        index=int(raw["index"]),
+        timestamp_s=float(raw["timestamp_s"]),
+        image=None,
+        keyframe=bool(raw["keyframe"]),
+        ocr_lines=[
+            OcrLine(
+                text=line["text"],
+                score=float(line["score"]),
+                box=tuple((float(x), float(y)) for x, y in line["box"]),
+            )
+            for line in raw["ocr_lines"]
+        ],
+        caption=raw["caption"],
+        embedding=embedding,
+    )

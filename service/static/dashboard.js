@@ -1,0 +1,309 @@
+// The reelsense dashboard: videos in flight (with a bar per stage), recent failures and
+// throughput per stage, from the progress API. No libraries, nothing loaded from elsewhere.
+//
+// Everything shown comes from untrusted uploads (ids, URIs, error messages): the page builds
+// its DOM with textContent only, never innerHTML.
+"use strict";
+
+(() => {
+  const STAGE_ORDER = ["fetch", "decode", "ocr", "vlm", "embed"];
+  const FAILURES_SHOWN = 20;
+  const THROUGHPUT_VIDEOS = 50;
+  const REFRESH_MS = 15000;
+
+  const inflight = new Map(); // video_id -> {video_id, tenant, stages, started_at}
+  let token = readToken();
+  let streamGeneration = 0;
+  let refreshTimer = null;
+
+  function readToken() {
+    const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+    if (fromHash) {
+      // Keep the token out of the address bar and history once it is read.
+      sessionStorage.setItem("reelsense-token", fromHash);
+      history.replaceState(null, "", location.pathname + location.search);
+      return fromHash;
+    }
+    return sessionStorage.getItem("reelsense-token") || "";
+  }
+
+  function authHeaders() {
+    return token ? { Authorization: `Bearer ${token}` } : {};
+  }
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs)) {
+      if (name === "text") node.textContent = value;
+      else if (name === "style") Object.assign(node.style, value);
+      else node.setAttribute(name, value);
+    }
+    for (const child of children) node.append(child);
+    return node;
+  }
+
+  function showError(message) {
+    const box = document.getElementById("error");
+    box.textContent = message || "";
+    box.hidden = !message;
+  }
+
+  function setStreamState(state, label) {
+    const badge = document.getElementById("stream-state");
+    badge.dataset.state = state;
+    badge.textContent = label;
+  }
+
+  class Unauthorized extends Error {}
+
+  async function getJSON(path) {
+    const response = await fetch(path, { headers: authHeaders() });
+    if (response.status === 401) throw new Unauthorized("a valid API token is needed");
+    if (!response.ok) throw new Error(`${path} answered ${response.status}`);
+    return response.json();
+  }
+
+  function ago(iso) {
+    if (!iso) return "";
+    const seconds = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+    if (seconds < 90) return `${seconds} s ago`;
+    if (seconds < 5400) return `${Math.round(seconds / 60)} min ago`;
+    return `${Math.round(seconds / 3600)} h ago`;
+  }
+
+  function stageNames(stages) {
+    const names = Object.keys(stages);
+    const rank = (name) => {
+      const at = STAGE_ORDER.indexOf(name);
+      return at < 0 ? STAGE_ORDER.length : at;
+    };
+    return names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  }
+
+  // -- in flight ------------------------------------------------------------------------------
+
+  function stageBars(video) {
+    const grid = el("div", { class: "stages" });
+    for (const name of stageNames(video.stages || {})) {
+      const { done, total } = video.stages[name];
+      const known = total !== null && total !== undefined && total > 0;
+      const percent = known ? Math.min(100, Math.round((100 * done) / total)) : 100;
+      const bar = el(
+        "div",
+        {
+          class: "bar",
+          role: "progressbar",
+          "data-stage": name,
+          "data-done": String(done),
+          "data-total": known ? String(total) : "",
+          "aria-label": `${name} progress`,
+          ...(known ? { "aria-valuenow": String(percent), "aria-valuemin": "0", "aria-valuemax": "100" } : {}),
+        },
+        el("span", { style: { width: `${percent}%` } }),
+      );
+      grid.append(
+        el("span", { class: "stage-name", text: name }),
+        bar,
+        el("span", { class: "stage-count", text: known ? `${done}/${total}` : `${done}/?` }),
+      );
+    }
+    return grid;
+  }
+
+  function renderInflight() {
+    const body = document.querySelector("#inflight tbody");
+    const videos = [...inflight.values()].sort((a, b) =>
+      String(a.started_at || "").localeCompare(String(b.started_at || "")),
+    );
+    body.replaceChildren(
+      ...videos.map((video) =>
+        el(
+          "tr",
+          { "data-video-id": video.video_id },
+          el("td", { class: "video-id", text: video.video_id }),
+          el("td", { text: video.tenant }),
+          el("td", {}, stageBars(video)),
+          el("td", { class: "meta", text: ago(video.started_at) }),
+        ),
+      ),
+    );
+    document.getElementById("inflight-count").textContent = String(videos.length);
+    document.getElementById("inflight-empty").hidden = videos.length > 0;
+    document.getElementById("inflight").hidden = videos.length === 0;
+  }
+
+  async function loadInflight() {
+    const page = await getJSON("/v1/videos?status=running&limit=200");
+    inflight.clear();
+    for (const video of page.items) inflight.set(video.video_id, video);
+    renderInflight();
+  }
+
+  // -- failures -------------------------------------------------------------------------------
+
+  async function loadFailures() {
+    const page = await getJSON(`/v1/videos?status=failed&limit=${FAILURES_SHOWN}`);
+    const list = document.getElementById("failures");
+    list.replaceChildren(
+      ...page.items.map((video) =>
+        el(
+          "li",
+          { "data-video-id": video.video_id },
+          el("span", { class: "code", text: video.error_code || "unknown" }),
+          " ",
+          el("strong", { class: "video-id", text: video.video_id }),
+          " ",
+          el("span", {
+            class: "meta",
+            text: `${video.tenant}${video.stage ? ` · ${video.stage}` : ""} · ${ago(video.finished_at || video.updated_at)}`,
+          }),
+          el("span", { class: "message meta", text: video.error_message || "" }),
+        ),
+      ),
+    );
+    document.getElementById("failures-count").textContent = String(page.items.length);
+    document.getElementById("failures-empty").hidden = page.items.length > 0;
+  }
+
+  // -- throughput -----------------------------------------------------------------------------
+
+  function throughput(videos) {
+    const byStage = new Map();
+    for (const video of videos) {
+      for (const [stage, seconds] of Object.entries(video.timings || {})) {
+        if (stage === "total" || !(seconds > 0)) continue;
+        const sum = byStage.get(stage) || { seconds: 0, frames: 0 };
+        sum.seconds += seconds;
+        sum.frames += video.frames || 0;
+        byStage.set(stage, sum);
+      }
+    }
+    return byStage;
+  }
+
+  async function loadThroughput() {
+    const page = await getJSON(`/v1/videos?status=done&limit=${THROUGHPUT_VIDEOS}`);
+    const sums = throughput(page.items);
+    const body = document.querySelector("#throughput tbody");
+    const names = stageNames(Object.fromEntries(sums));
+    body.replaceChildren(
+      ...names.map((stage) => {
+        const { seconds, frames } = sums.get(stage);
+        return el(
+          "tr",
+          { "data-stage": stage },
+          el("td", { text: stage }),
+          el("td", { class: "rate", text: (frames / seconds).toFixed(1) }),
+          el("td", { text: `${seconds.toFixed(2)} s` }),
+          el("td", { text: String(frames) }),
+        );
+      }),
+    );
+    document.getElementById("throughput-videos").textContent = String(page.items.length);
+  }
+
+  // -- live events ----------------------------------------------------------------------------
+
+  function applyProgress(update) {
+    if (update.status === "done" || update.status === "failed") {
+      inflight.delete(update.video_id);
+      scheduleRefresh(300);
+    } else if (update.status === "running") {
+      const video = inflight.get(update.video_id) || {
+        video_id: update.video_id,
+        tenant: update.tenant,
+        stages: {},
+        started_at: update.at,
+      };
+      if (update.stage) video.stages[update.stage] = { done: update.done, total: update.total };
+      inflight.set(update.video_id, video);
+    }
+    renderInflight();
+  }
+
+  function handleBlock(block) {
+    let name = "message";
+    const data = [];
+    for (const line of block.split(/\r\n|\r|\n/)) {
+      if (line.startsWith("event:")) name = line.slice(6).trim();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+    }
+    if (name === "progress" && data.length) applyProgress(JSON.parse(data.join("\n")));
+  }
+
+  // EventSource cannot send an Authorization header, so the stream is read with fetch.
+  async function stream(generation) {
+    while (generation === streamGeneration) {
+      try {
+        const response = await fetch("/v1/events", {
+          headers: { ...authHeaders(), Accept: "text/event-stream" },
+        });
+        if (response.status === 401) throw new Unauthorized("a valid API token is needed");
+        if (!response.ok || !response.body) throw new Error(`event stream: ${response.status}`);
+        setStreamState("live", "live");
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done || generation !== streamGeneration) break;
+          buffer += value;
+          let match;
+          while ((match = /\r\n\r\n|\n\n|\r\r/.exec(buffer))) {
+            handleBlock(buffer.slice(0, match.index));
+            buffer = buffer.slice(match.index + match[0].length);
+          }
+        }
+      } catch (error) {
+        if (error instanceof Unauthorized) {
+          askForToken();
+          return;
+        }
+      }
+      if (generation !== streamGeneration) return;
+      setStreamState("down", "reconnecting…");
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      scheduleRefresh(0);
+    }
+  }
+
+  // -- wiring ---------------------------------------------------------------------------------
+
+  async function refreshAll() {
+    try {
+      await Promise.all([loadInflight(), loadFailures(), loadThroughput()]);
+      showError("");
+    } catch (error) {
+      if (error instanceof Unauthorized) askForToken();
+      else showError(String(error.message || error));
+    }
+  }
+
+  function scheduleRefresh(delay) {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(() => {
+      refreshAll();
+      scheduleRefresh(REFRESH_MS);
+    }, delay);
+  }
+
+  function askForToken() {
+    setStreamState("down", "token needed");
+    showError("This API needs a token: enter one above.");
+    document.getElementById("token-form").hidden = false;
+  }
+
+  function start() {
+    streamGeneration += 1;
+    stream(streamGeneration);
+    scheduleRefresh(0);
+  }
+
+  document.getElementById("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    token = document.getElementById("token").value.trim();
+    sessionStorage.setItem("reelsense-token", token);
+    document.getElementById("token-form").hidden = true;
+    start();
+  });
+  start();
+})();

@@ -1,0 +1,144 @@
+"""The per-video orchestration in one process (LocalExecutor): resume at the first unfinished
+chunk after a crash, fenced sink writes, and rebuilding a lost record from the sinks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import lance
+import pytest
+
+from checkpoint.base import VideoState
+from checkpoint.chunk_store import ChunkStore
+from checkpoint.errors import StaleEpoch
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ServiceConfig
+from core.records import ProbeInfo, VideoRef
+from service.local_executor import LocalExecutor
+from service.processor import VideoProcessor
+from service.samples import Scene, write_video
+from sinks.base import VideoResult
+from sinks.object_store import LocalObjectStore
+from stages.pipeline import Pipeline
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("processor")
+
+
+@pytest.fixture(scope="module")
+def config(root: Path, redis_url: str) -> ServiceConfig:
+    return ServiceConfig.load(
+        redis={"url": redis_url, "key_prefix": f"proc-{root.name}"},
+        storage={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")},
+        limits={"file_roots": (str(root),)},
+        stages={"sample_fps": 2.0, "chunk_frames": 2},
+        runtime={
+            "workdir": str(root / "work"),
+            "executor": "local",
+            "chunks_in_flight_per_video": 2,
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def executor(config: ServiceConfig) -> LocalExecutor:
+    return LocalExecutor(config)
+
+
+@pytest.fixture
+async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
+    store = RedisCheckpointStore(config.redis)
+    yield store
+    await store.close()
+
+
+def processor(
+    config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> VideoProcessor:
+    return VideoProcessor(
+        store=store,
+        executor=executor,
+        chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
+        pipeline_version=Pipeline.from_config(config).version,
+        settings=config.runtime,
+    )
+
+
+def frame_keys(config: ServiceConfig, video_id: str) -> Counter[int]:
+    table = lance.dataset(f"{config.storage.lance_uri}/frames.lance").to_table(
+        columns=["video_id", "timestamp_ms"], filter=f"video_id = '{video_id}'"
+    )
+    return Counter(table["timestamp_ms"].to_pylist())
+
+
+async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    scenes = [Scene((f"PART {i}",), 1.0) for i in range(8)]
+    path = write_video(root / "long.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef("long", path.as_uri())
+
+    first = asyncio.create_task(processor(config, executor, store).process(ref))
+    while len(await store.chunks_done("long")) < 4:
+        assert not first.done(), "the video finished before it could be interrupted"
+        await asyncio.sleep(0.05)
+    first.cancel()  # the process dies here: nothing after this point happens
+    await asyncio.gather(first, return_exceptions=True)
+    persisted = await store.chunks_done("long")
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get("long")
+    assert status is not None
+    assert status.status is VideoState.DONE
+    assert status.chunks_total == 8  # 16 frames at 2 fps, 2 per chunk
+    assert status.chunks_restored == len(persisted)
+    # Only what was in flight at the crash is computed twice.
+    assert (
+        status.chunks_processed - status.chunks_total <= config.runtime.chunks_in_flight_per_video
+    )
+    keys = frame_keys(config, "long")
+    assert sum(keys.values()) == status.frames == 16
+    assert max(keys.values()) == 1
+    assert await store.chunks_done("long") == set()
+    assert not list((root / "objects").glob("chunks/long/**/*.json"))
+
+
+async def test_results_of_a_stale_attempt_are_refused(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    ref = VideoRef("fenced", "file:///nowhere.mp4")
+    old = await store.claim(ref, "pv")
+    new = await store.claim(ref, "pv")
+    probe = ProbeInfo("mp4", "h264", 320, 240, 10.0, 1.0, 1, 0, 1000)
+    result = VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=old.epoch)
+    with pytest.raises(StaleEpoch):
+        await executor.write(result)
+    await executor.write(VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=new.epoch))
+    assert await executor.written("fenced") == ("pv", 0)
+
+
+async def test_a_lost_record_is_rebuilt_from_the_sinks(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    path = write_video(root / "short.mp4", [Scene(("HELLO",), 1.5)], fps=10, size=(320, 240))
+    ref = VideoRef("short", path.as_uri())
+    work = processor(config, executor, store)
+    await work.process(ref)
+    done = await store.get("short")
+    assert done is not None
+    assert done.chunks_processed == 2
+    await store._redis.delete(store.video_key("short"))  # Redis lost the record
+
+    await work.process(ref)
+    rebuilt = await store.get("short")
+    assert rebuilt is not None
+    assert rebuilt.status is VideoState.DONE
+    assert rebuilt.frames == done.frames
+    assert rebuilt.chunks_processed == 0  # nothing was computed again

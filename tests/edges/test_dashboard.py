@@ -1,0 +1,324 @@
+"""The dashboard in headless Chromium, against the API on uvicorn over a real Redis store.
+
+Records are made through the store's own transitions (claim, advance, mark_done,
+mark_failed). The page must show the running videos with a bar per stage, follow live
+progress from the event stream, list failures with their reasons (as text, never as markup)
+and throughput per stage, and see only the token's tenant. With ``REELSENSE_SCREENSHOT=1``
+it saves ``docs/dashboard.png``.
+
+Chromium runs with every background-network feature off and an empty profile; the page
+loads nothing but its own files from 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from checkpoint.base import OutboxEvent
+from checkpoint.redis_store import RedisCheckpointStore
+from core.records import VideoRef
+from service.api import api_server, create_app
+from service.embedded import free_port
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
+)
+
+PIPELINE = "pv-dash"
+TOKEN = "dash-token"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
+HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"
+T = TypeVar("T")
+
+
+@dataclass
+class Page:
+    base: str
+    store: RedisCheckpointStore
+    epochs: dict[str, int]
+
+
+def _outbox(kind: str, ref: VideoRef) -> OutboxEvent:
+    return OutboxEvent(
+        type=kind,
+        video_id=ref.video_id,
+        tenant=ref.tenant,
+        pipeline_version=PIPELINE,
+        timestamp=datetime.now(UTC),
+    )
+
+
+async def _running(
+    store: RedisCheckpointStore,
+    video_id: str,
+    tenant: str,
+    stages: dict[str, tuple[int, int | None]],
+) -> int:
+    ref = VideoRef(video_id, f"file:///videos/{video_id}.mp4", tenant)
+    await store.mark_queued(ref, PIPELINE)
+    claim = await store.claim(ref, PIPELINE)
+    for stage, (done, total) in stages.items():
+        await store.advance(video_id, claim.epoch, stage, done, total)
+    return claim.epoch
+
+
+async def _done(
+    store: RedisCheckpointStore, video_id: str, tenant: str, frames: int, timings: dict[str, float]
+) -> None:
+    epoch = await _running(store, video_id, tenant, {"fetch": (1, 1)})
+    ref = VideoRef(video_id, "", tenant)
+    await store.mark_done(
+        video_id, epoch, frames=frames, timings=timings, outbox=_outbox("video.done", ref)
+    )
+
+
+async def _failed(
+    store: RedisCheckpointStore, video_id: str, tenant: str, code: str, message: str
+) -> None:
+    epoch = await _running(store, video_id, tenant, {"fetch": (1, 1)})
+    ref = VideoRef(video_id, f"file:///videos/{video_id}.mp4", tenant)
+    await store.mark_failed(
+        ref,
+        epoch,
+        code=code,
+        message=message,
+        pipeline_version=PIPELINE,
+        stage="fetch",
+        outbox=_outbox("video.failed", ref),
+    )
+
+
+@pytest.fixture
+async def page(redis_url: str, unique: str) -> AsyncIterator[Page]:
+    store = RedisCheckpointStore.from_url(redis_url, key_prefix=f"dash-{unique}")
+    epochs = {
+        "lecture-42": await _running(
+            store,
+            "lecture-42",
+            "acme",
+            {"fetch": (1, 1), "decode": (4, 4), "ocr": (3, 4), "embed": (1, 4)},
+        ),
+        "keynote-7": await _running(
+            store, "keynote-7", "acme", {"fetch": (1, 1), "decode": (2, None), "ocr": (1, None)}
+        ),
+        "other-tenant": await _running(store, "other-tenant", "globex", {"fetch": (1, 1)}),
+    }
+    await _done(
+        store,
+        "done-1",
+        "acme",
+        20,
+        {"fetch": 0.5, "decode": 2.0, "ocr": 4.0, "embed": 1.0, "total": 5.0},
+    )
+    await _done(
+        store,
+        "done-2",
+        "acme",
+        10,
+        {"fetch": 0.5, "decode": 0.5, "ocr": 1.0, "embed": 1.0, "total": 2.0},
+    )
+    await _failed(
+        store,
+        "corrupt-upload",
+        "acme",
+        "invalid_video",
+        "not a readable video: moov atom not found",
+    )
+    await _failed(store, "hostile-name", "acme", "fetch_refused", HOSTILE)
+    await _failed(store, "globex-failure", "globex", "limit_duration", "too long")
+
+    app = create_app(store, tokens={TOKEN: "acme"}, heartbeat_s=1.0)
+    port = free_port()
+    server = api_server(app, "127.0.0.1", port)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            serving.result()
+        await asyncio.sleep(0.02)
+    try:
+        yield Page(f"http://127.0.0.1:{port}", store, epochs)
+    finally:
+        server.should_exit = True
+        await serving
+        await store.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never look anything up
+    profile = tempfile.mkdtemp(prefix="reelsense-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+async def _until(check: Callable[[], T], what: str, timeout_s: float = 20.0) -> T:
+    """Polls ``check`` (run in a thread: the browser blocks) until it returns something true."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    last: Any = None
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            last = await asyncio.to_thread(check)
+        except Exception as exc:  # the element may not exist yet
+            last = exc
+        if last:
+            return last  # type: ignore[no-any-return]
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{what}: last saw {last!r}")
+
+
+def _bars(driver: Any, video_id: str) -> dict[str, tuple[str, str, str]]:
+    from selenium.webdriver.common.by import By
+
+    row = driver.find_element(By.CSS_SELECTOR, f'#inflight tr[data-video-id="{video_id}"]')
+    return {
+        bar.get_attribute("data-stage"): (
+            bar.get_attribute("data-done"),
+            bar.get_attribute("data-total"),
+            bar.find_element(By.TAG_NAME, "span").value_of_css_property("width"),
+        )
+        for bar in row.find_elements(By.CSS_SELECTOR, ".bar")
+    }
+
+
+def _texts(driver: Any, selector: str) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+
+
+async def test_dashboard_shows_progress_failures_and_throughput(page: Page, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    async with httpx.AsyncClient(base_url=page.base) as client:
+        root = await client.get("/")
+        assert (root.status_code, root.headers["location"]) == (307, "/dashboard")
+        html = await client.get("/dashboard")
+        assert "default-src 'none'" in html.headers["content-security-policy"]
+        assert "http" not in html.text.replace("http-equiv", "")  # nothing from elsewhere
+
+    await asyncio.to_thread(browser.get, f"{page.base}/dashboard#token={TOKEN}")
+    await _until(lambda: browser.find_element(By.ID, "stream-state").text == "live", "stream live")
+
+    # Videos in flight, a bar per stage; the other tenant's video is not there.
+    rows = await _until(lambda: _texts(browser, "#inflight td.video-id"), "in-flight rows")
+    assert sorted(rows) == ["keynote-7", "lecture-42"]
+    bars = await asyncio.to_thread(_bars, browser, "lecture-42")
+    assert list(bars) == ["fetch", "decode", "ocr", "embed"]
+    assert {stage: (done, total) for stage, (done, total, _) in bars.items()} == {
+        "fetch": ("1", "1"),
+        "decode": ("4", "4"),
+        "ocr": ("3", "4"),
+        "embed": ("1", "4"),
+    }
+    widths = {stage: float(width.removesuffix("px")) for stage, (_, _, width) in bars.items()}
+    assert widths["decode"] > widths["ocr"] > widths["embed"] > 0
+    assert abs(widths["ocr"] / widths["decode"] - 0.75) < 0.02
+    counts = await asyncio.to_thread(
+        _texts, browser, '#inflight tr[data-video-id="keynote-7"] .stage-count'
+    )
+    assert counts == ["1/1", "2/?", "1/?"]  # decoding not finished: totals unknown
+
+    # Live: progress from the event stream moves the bars without a reload.
+    await page.store.advance("lecture-42", page.epochs["lecture-42"], "embed", 3, 4)
+    await _until(
+        lambda: _bars(browser, "lecture-42")["embed"][:2] == ("3", "4"), "embed bar at 3/4"
+    )
+    await page.store.advance("keynote-7", page.epochs["keynote-7"], "vlm", 1, None)
+    await _until(lambda: "vlm" in _bars(browser, "keynote-7"), "a new stage's bar")
+
+    # Failures with their reasons, as text.
+    failures = await _until(lambda: _texts(browser, "#failures li"), "failure list")
+    assert len(failures) == 2
+    joined = "\n".join(failures)
+    assert "invalid_video" in joined
+    assert "moov atom not found" in joined
+    assert HOSTILE in joined  # shown literally, not run
+    assert await asyncio.to_thread(lambda: browser.title) == "reelsense · dashboard"
+    assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#failures img")
+    assert "globex-failure" not in joined
+
+    # Throughput per stage from the done videos' timings: (20 + 10) frames / stage seconds.
+    rates = await _until(
+        lambda: {
+            row.get_attribute("data-stage"): row.find_element(By.CSS_SELECTOR, ".rate").text
+            for row in browser.find_elements(By.CSS_SELECTOR, "#throughput tbody tr")
+        },
+        "throughput rows",
+    )
+    assert rates == {"fetch": "30.0", "decode": "12.0", "ocr": "6.0", "embed": "15.0"}
+
+    if os.environ.get("REELSENSE_SCREENSHOT") == "1":
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        await asyncio.to_thread(browser.save_screenshot, str(SCREENSHOT))
+
+    # A video that finishes leaves the in-flight list; one that fails joins the failures.
+    ref = VideoRef("keynote-7", "file:///videos/keynote-7.mp4", "acme")
+    await page.store.mark_failed(
+        ref,
+        page.epochs["keynote-7"],
+        code="decode_error",
+        message="decoding failed",
+        pipeline_version=PIPELINE,
+        stage="decode",
+        outbox=_outbox("video.failed", ref),
+    )
+    await _until(
+        lambda: _texts(browser, "#inflight td.video-id") == ["lecture-42"], "keynote-7 left"
+    )
+    await _until(
+        lambda: any("decode_error" in text for text in _texts(browser, "#failures li")),
+        "keynote-7 among the failures",
+    )
+
+
+async def test_dashboard_asks_for_a_token(page: Page, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    await asyncio.to_thread(browser.get, f"{page.base}/dashboard")
+    await _until(lambda: browser.find_element(By.ID, "token-form").is_displayed(), "the token form")
+    assert await asyncio.to_thread(_texts, browser, "#inflight td.video-id") == []
+
+    def submit() -> None:
+        browser.find_element(By.ID, "token").send_keys(TOKEN)
+        browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+
+    await asyncio.to_thread(submit)
+    rows = await _until(lambda: _texts(browser, "#inflight td.video-id"), "rows after the token")
+    assert sorted(rows) == ["keynote-7", "lecture-42"]

@@ -70,7 +70,10 @@ async def follow(args: argparse.Namespace, video_id: str) -> int:
         status: VideoStatus | None = None
         with Live(console=console, refresh_per_second=4) as live:
             while not is_final(status):
-                status = await _get_status(client, video_id)
+                try:
+                    status = await _get_status(client, video_id)
+                except httpx.TransportError:  # the service is still starting: keep asking
+                    live.update(f"waiting for the API at {client.base_url} ...")
                 if status is not None:
                     live.update(progress_table([status]))
                 await asyncio.sleep(0.3)
@@ -88,7 +91,11 @@ def show_status(args: argparse.Namespace) -> int:
         ) as client:
             return await _get_status(client, args.video_id)
 
-    status = asyncio.run(fetch())
+    try:
+        status = asyncio.run(fetch())
+    except httpx.TransportError as exc:
+        console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
+        return 2
     if status is None:
         console.print(f"unknown video {args.video_id!r}")
         return 1
@@ -102,12 +109,16 @@ def show_status(args: argparse.Namespace) -> int:
 
 
 def show_search(args: argparse.Namespace) -> int:
-    response = httpx.get(
-        f"{_endpoint(args, 'api')}/v1/search",
-        params={"q": args.query, "k": args.k},
-        headers=_headers(args),
-        timeout=60,
-    )
+    try:
+        response = httpx.get(
+            f"{_endpoint(args, 'api')}/v1/search",
+            params={"q": args.query, "k": args.k},
+            headers=_headers(args),
+            timeout=60,
+        )
+    except httpx.TransportError as exc:
+        console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
+        return 2
     if response.status_code != 200:
         console.print(f"[red]{response.status_code}: {response.text}[/]")
         return 1

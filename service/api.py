@@ -163,13 +163,24 @@ def create_app(
         """The processing status of one video."""
         return video
 
-    @app.get("/v1/videos", responses=ERROR_RESPONSES, tags=["videos"])
+    @app.get(
+        "/v1/videos",
+        responses={**ERROR_RESPONSES, 400: {"model": ErrorBody, "description": "Unknown cursor"}},
+        tags=["videos"],
+    )
     async def list_videos(
         caller: Caller,
         status: VideoState | None = None,
         tenant: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
         limit: Annotated[int, Query(ge=1, le=max_page)] = 50,
-        cursor: Annotated[str | None, Query(max_length=512)] = None,
+        cursor: Annotated[
+            str | None,
+            Query(
+                max_length=512,
+                description="An opaque `next_cursor` from an earlier page; an unknown one "
+                "is a 400 `invalid_cursor`.",
+            ),
+        ] = None,
     ) -> VideoPage:
         """Videos newest first, optionally by status and tenant (always the token's tenant
         when authentication is on). Follow ``next_cursor`` for the next page."""
@@ -181,7 +192,7 @@ def create_app(
     @app.get("/v1/search", responses=ERROR_RESPONSES, tags=["search"])
     async def search_frames(
         caller: Caller,
-        q: Annotated[str, Query(min_length=1, max_length=1000)],
+        q: Annotated[str, Query(min_length=1, max_length=1000, pattern=r"\S")],
         k: Annotated[int, Query(ge=1, le=100)] = 10,
         tenant: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     ) -> SearchResults:

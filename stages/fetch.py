@@ -10,6 +10,7 @@ A ``LocalVideo`` path is local to the worker that fetched it; ``release()`` it t
 
 from __future__ import annotations
 
+import errno
 import re
 import stat
 import threading
@@ -249,15 +250,21 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         if "\x00" in raw or not raw.startswith("/"):
             raise FetchRefused("file URI path must be absolute", code="fetch_refused")
         # resolve() follows symlinks and removes "..", so the root check sees the real target.
-        path = Path(raw).resolve()
+        try:
+            path = Path(raw).resolve()
+        except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError before 3.13)
+            raise FetchRefused(f"{raw} cannot be resolved: {exc}", code="fetch_refused") from exc
         roots = [Path(root).resolve() for root in self._limits.file_roots]
         if not any(path.is_relative_to(root) for root in roots):
             raise FetchRefused(f"{raw} is outside the allowed file roots", code="fetch_refused")
         try:
             mode = path.stat().st_mode
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, NotADirectoryError) as exc:
             raise SourceNotFound(f"{raw} does not exist", code="source_not_found") from exc
         except OSError as exc:
+            # A name that is too long or loops can never be read: retrying cannot help.
+            if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP):
+                raise SourceNotFound(f"{raw}: {exc.strerror}", code="source_not_found") from exc
             raise FetchFailed(f"cannot read {raw}: {exc}", code="fetch_failed") from exc
         if not stat.S_ISREG(mode):
             raise FetchRefused(f"{raw} is not a regular file", code="fetch_refused")

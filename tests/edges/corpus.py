@@ -299,6 +299,13 @@ def _symlink(ctx: Context) -> str:
     return link.as_uri()
 
 
+def _symlink_loop(ctx: Context) -> str:
+    loop = ctx.root / "loop.mp4"
+    if not loop.is_symlink():
+        os.symlink(loop, loop)
+    return loop.as_uri()
+
+
 def _outside(ctx: Context) -> str:
     return _clip(ctx, "plain", 6.0).as_uri().replace(str(ctx.root), str(ctx.outside), 1)
 
@@ -400,6 +407,9 @@ MEDIA_CASES: tuple[MediaCase, ...] = (
     MediaCase("outside-root", "fetch_refused", _outside),
     MediaCase("symlink-escape", "fetch_refused", _symlink),
     MediaCase("directory", "fetch_refused", _uri("file://{root}/base")),
+    MediaCase("file-as-directory", "source_not_found", _uri("file://{root}/base/plain.mp4/x")),
+    MediaCase("symlink-loop", "fetch_refused", _symlink_loop),
+    MediaCase("name-too-long", "source_not_found", _uri("file://{root}/" + "x" * 300 + ".mp4")),
     MediaCase("missing-file", "source_not_found", _uri("file://{root}/nothing-here.mp4")),
 )
 

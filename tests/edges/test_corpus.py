@@ -252,9 +252,9 @@ async def corpus(
             event = VideoUploaded(video_id=media_ids[case.name], uri=case.build(ctx))
             records.append((event.video_id.encode(), event.to_bytes(), []))
             names.append(f"media:{case.name}")
-        for case in EVENT_CASES:
-            records.append((case.key, case.value(ctx), [("trace-id", case.name.encode())]))
-            names.append(f"event:{case.name}")
+        for bad in EVENT_CASES:
+            records.append((bad.key, bad.value(ctx), [("trace-id", bad.name.encode())]))
+            names.append(f"event:{bad.name}")
         middle = len(records) // 2
         before = upload_record(VALID_BEFORE, valid[VALID_BEFORE])
         between = upload_record(VALID_BETWEEN, valid[VALID_BETWEEN])

@@ -99,7 +99,7 @@ def test_check_url_refuses_or_returns_a_public_target(url: str, answers: list[st
     try:
         target = netguard.check_url(url, resolver=resolver)
     except ReelsenseError as error:
-        refused = error
+        refused: ReelsenseError | None = error
     else:
         refused = None
     if refused is not None:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -137,8 +138,10 @@ def api_schema(served: Served) -> schemathesis.BaseSchema:
     return schema.exclude(path_regex=r"/events$")
 
 
-def _operations(schema: schemathesis.BaseSchema) -> list[schemathesis.APIOperation]:
-    return [result.ok() for result in schema.get_all_operations()]
+def _operations(
+    schema: schemathesis.BaseSchema,
+) -> list[schemathesis.APIOperation[Any, Any, Any, Any]]:
+    return [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("mode", list(schemathesis.GenerationMode), ids=lambda m: m.value)
@@ -162,7 +165,9 @@ def test_api_matches_its_schema(
 
 
 def _fuzz(
-    operation: schemathesis.APIOperation, mode: schemathesis.GenerationMode, base: str
+    operation: schemathesis.APIOperation[Any, Any, Any, Any],
+    mode: schemathesis.GenerationMode,
+    base: str,
 ) -> None:
     # An opaque cursor can match its schema and still be unknown to the server (the
     # documented 400): "schema-valid data is accepted" does not hold for the list.
@@ -176,7 +181,7 @@ def _fuzz(
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    def check(case: schemathesis.Case) -> None:
+    def check(case: schemathesis.Case[Any]) -> None:
         case.call_and_validate(base_url=base, timeout=30, excluded_checks=excluded)
 
     check()

@@ -7,6 +7,7 @@ Secrets are ``SecretStr`` and never appear in logs or reprs.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -249,6 +250,21 @@ class ServiceConfig(BaseModel):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+
+    def to_replica_json(self) -> str:
+        """This config as JSON for a Ray replica to rebuild, secrets included.
+
+        ``model_dump_json`` masks every ``SecretStr`` as ``**********``; a replica built from
+        that would hold a bearer token anyone can send, webhook secrets that do not decode and
+        S3 keys that do not sign. The JSON travels only inside the Ray cluster; never log it.
+        """
+
+        def reveal(value: object) -> object:
+            if isinstance(value, SecretStr):
+                return value.get_secret_value()
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+        return json.dumps(self.model_dump(mode="python"), default=reveal)
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> ServiceConfig:

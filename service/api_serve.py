@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import SecretStr
 from ray import serve
 from ray.serve import Application
 
@@ -53,21 +51,6 @@ class TextSearch:
         return embedder, LanceVectorIndex.from_settings(self._config.storage)
 
 
-def replica_config_json(config: ServiceConfig) -> str:
-    """``config`` as JSON for a replica, secrets included.
-
-    ``model_dump_json`` masks every ``SecretStr`` as ``**********``; a replica built from that
-    would hold a bearer token anyone can send and webhook secrets that do not decode.
-    """
-
-    def reveal(value: object) -> object:
-        if isinstance(value, SecretStr):
-            return value.get_secret_value()
-        raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-    return json.dumps(config.model_dump(mode="python"), default=reveal)
-
-
 def build_api(config_json: str) -> FastAPI:
     """Runs in the API replica: the store's connections are made there, never pickled."""
     config = ServiceConfig.model_validate_json(config_json)
@@ -89,7 +72,7 @@ def build_api(config_json: str) -> FastAPI:
 
 def api_application(config: ServiceConfig) -> Application:
     """The API as a Serve application (its HTTP address is Serve's proxy's)."""
-    builder = functools.partial(build_api, replica_config_json(config))
+    builder = functools.partial(build_api, config.to_replica_json())
     deployment = api_deployment(
         builder, num_replicas=config.api.replicas, num_cpus=config.api.replica_cpus
     )

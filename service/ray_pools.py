@@ -119,7 +119,7 @@ class PoolIndex:
 def pools_application(config: ServiceConfig) -> Application:
     """Every stage pool and the sink writer, as the one Serve application ``POOLS_APP``."""
     pipeline = Pipeline.from_config(config)
-    config_json = config.model_dump_json()
+    config_json = config.to_replica_json()
     ingest = serve.deployment(**_deployment_options(config.ray.decode, INGEST))(IngestPool)
     pools = [ingest.bind(config_json)]
     names = [stage.name for stage in pipeline.image_stages]

@@ -78,4 +78,4 @@ def consumers_app(args: dict[str, Any]) -> Application:
         health_check_period_s=5,
         graceful_shutdown_timeout_s=config.runtime.drain_timeout_s + 10,
     )(ConsumerReplica)
-    return deployment.bind(config.model_dump_json())
+    return deployment.bind(config.to_replica_json())

@@ -29,7 +29,6 @@ from notify.delivery_log import RedisDeliveryLog
 from notify.replay import WebhookReplayer
 from notify.webhooks import WebhookSender
 from service.api import api_server, create_app
-from service.api_serve import replica_config_json
 from service.cli import main as cli_main
 from service.dead_letters import REPLAYED_FROM, DeadLetterSource
 from service.embedded import free_port
@@ -264,7 +263,7 @@ def test_replica_config_keeps_secrets() -> None:
         api={"tenant_tokens": {"acme": ["tok-a"], "globex": ["tok-b", "tok-c"]}},
         notify={"webhook_secrets": [webhook_secret()]},
     )
-    rebuilt = ServiceConfig.model_validate_json(replica_config_json(config))
+    rebuilt = ServiceConfig.model_validate_json(config.to_replica_json())
     assert rebuilt == config
     assert rebuilt.api.bearer_tokens() == {"tok-a": "acme", "tok-b": "globex", "tok-c": "globex"}
     WebhookSender(rebuilt.notify)  # decodes every secret

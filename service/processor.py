@@ -141,7 +141,10 @@ class VideoProcessor:
                 await self._chunk_slots.acquire()
                 tasks.append(asyncio.create_task(self._chunk(run, item, per_video)))
             computed = await asyncio.gather(*tasks)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, PermanentError) and getattr(exc, "stage", None) is None:
+                # From the ingest stream: fetch/probe until the video is open, then decode.
+                exc.stage = DECODE if video is not None else FETCH  # type: ignore[attr-defined]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -38,6 +38,8 @@ SAMPLER_REVISION = 1
 _TRUNCATION_SLACK_S = 1.0
 _TRUNCATION_SLACK_RATIO = 0.05
 _MAX_THREADS = 4
+# A demux error this close to the end of the file means the file was cut short.
+_TRUNCATION_TAIL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         chunk_index = 0
         sampled = 0
         skip_until = -1.0
-        reader = _FrameReader(container, stream)
+        reader = _FrameReader(container, stream, os.path.getsize(video.path))
         if resume is not None:
             chunk_index, sampled = resume.chunk_index, resume.sample_index
             skip_until = resume.after_s + _EPSILON_S
@@ -188,8 +190,10 @@ class _FrameReader:
     tell a complete video from a truncated one.
     """
 
-    def __init__(self, container: InputContainer, stream: av.VideoStream) -> None:
+    def __init__(self, container: InputContainer, stream: av.VideoStream, size_bytes: int) -> None:
         self._container = container
+        self._size_bytes = size_bytes
+        self._byte_end = 0  # the furthest byte of the file the demuxer has read a packet up to
         self._stream = stream
         self._time_base: Fraction = stream.time_base or Fraction(1, 90_000)
         self._start = stream.start_time or 0
@@ -204,9 +208,19 @@ class _FrameReader:
                 if packet.pts is not None:
                     end = packet.pts + (packet.duration or 0) - self._start
                     self._packet_end = max(self._packet_end, float(end * self._time_base))
+                if packet.pos is not None and packet.pos >= 0:
+                    self._byte_end = max(self._byte_end, packet.pos + packet.size)
                 for frame in packet.decode():
                     yield frame, self._time_of(frame)
         except av.error.FFmpegError as exc:
+            tail = min(_TRUNCATION_TAIL_BYTES, self._size_bytes // 20)
+            if self._byte_end >= self._size_bytes - tail:
+                # It failed where the file ends: the index promised data the file lacks.
+                raise DecodeError(
+                    f"the data ends at byte {self._size_bytes} mid-stream: the file is "
+                    f"truncated ({exc})",
+                    code="video_truncated",
+                ) from exc
             raise DecodeError(f"decoding failed: {exc}", code="decode_error") from exc
 
     def seek(self, t: float) -> None:

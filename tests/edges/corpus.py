@@ -59,12 +59,6 @@ class MediaCase:
     known_bug: str | None = None  # set: the case fails today for this reason (strict xfail)
 
 
-TRUNCATION_BUG = (
-    "stages/decode.py maps every FFmpeg error while demuxing to decode_error, also when the "
-    "packets stop before the declared end (a truncated faststart mp4): expected video_truncated"
-)
-
-
 @dataclass(frozen=True)
 class EventCase:
     name: str
@@ -331,7 +325,6 @@ MEDIA_CASES: tuple[MediaCase, ...] = (
             "video_truncated",
             _truncated(f, faststart=True),
             "decode",
-            known_bug=TRUNCATION_BUG,
         )
         for f in (0.10, 0.50, 0.90)
     ),

@@ -405,14 +405,6 @@ async def test_invalid_event_is_dead_lettered_with_its_reason(
     _assert_failed_webhook(corpus, case.status_id, case.code)
 
 
-STAGE_BUG = (
-    "service/processor.py names the failed stage only for model stages (VideoProcessor._run "
-    "tags errors in _VideoRun.timed); a fetch/probe or decode error from the ingest stream "
-    "reaches _fail with stage=None, so the status and the video.failed webhook say stage null"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=STAGE_BUG)
 def test_failures_name_the_stage_that_failed(corpus: CorpusRun) -> None:
     wrong = {
         case.name: corpus.statuses[corpus.media_ids[case.name]].stage

@@ -21,12 +21,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from core.config import StorageSettings
-from sinks.base import SearchHit, Sink, VectorIndex, VideoResult
+from sinks.base import SearchHit, VectorIndex, VideoResult
 from sinks.errors import SinkRejected
-from sinks.lance import (
+from sinks.lance_table import (
+    EmbeddingRowsSink,
     LanceTable,
     columns_table,
-    latest_per_video,
     map_lance_error,
     sql_string,
     table_uri,
@@ -54,7 +54,7 @@ def vectors_schema(dim: int) -> pa.Schema:
     )
 
 
-class LanceVectorIndex(Sink, VectorIndex):
+class LanceVectorIndex(EmbeddingRowsSink, VectorIndex):
     """Nearest-neighbour search over frame embeddings, keyed by (video_id, frame_index)."""
 
     name = "lance_vectors"
@@ -93,22 +93,11 @@ class LanceVectorIndex(Sink, VectorIndex):
             index_min_rows=storage.vector_index_min_rows,
         )
 
-    def open(self) -> None:
-        """Create the table now if its embedding dimension is known already."""
-        if self._dim is not None:
-            self.table.create(vectors_schema(self._dim))
+    @staticmethod
+    def schema(dim: int) -> pa.Schema:
+        return vectors_schema(dim)
 
-    def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
-        return self.table.embedding_dim(self._dim, results)
-
-    def write(self, results: Sequence[VideoResult]) -> None:
-        results = latest_per_video(results)
-        if not results:
-            return
-        dim = self.embedding_dim(results)
-        rows = self.rows_of(results, dim)
-        # Videos without any embedding still go through the upsert: their old vectors must go.
-        self.table.upsert(rows, keys=list(self.KEYS), video_ids=[r.ref.video_id for r in results])
+    def written(self) -> None:
         self._maintain_index()
 
     @staticmethod

@@ -11,7 +11,8 @@ from pydantic import SecretStr
 
 from core.config import StorageSettings
 from sinks.errors import SinkRejected
-from sinks.lance import LanceFrameSink, LanceSummarySink, LanceTable
+from sinks.lance import LanceFrameSink, LanceSummarySink
+from sinks.lance_table import LanceTable
 from sinks.object_store import lance_storage_options
 from tests.sinks import make_result, unit_vectors
 

@@ -1,0 +1,337 @@
+"""A Lance table written by keyed upserts, and the helpers its sinks share.
+
+Upserts are keyed by the video, so a write is idempotent and a video re-processed under a new
+pipeline version ends up with exactly its new rows. Only one writer per table should run (see
+``sinks.writer``): two writers inserting the same new key both succeed and duplicate rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import lance
+import numpy as np
+import pyarrow as pa
+from lance.commit import CommitConflictError
+
+from core.config import StorageSettings
+from core.errors import ReelsenseError
+from sinks.base import Sink, VideoResult
+from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.object_store import lance_storage_options
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EMBEDDING_DIM = 384
+# Fragments of this many rows keep scans parallel; one huge fragment is scanned by one thread.
+FRAGMENT_ROWS = 64 * 1024
+
+# Substrings of Lance/object_store messages that retrying cannot fix.
+_REJECTED_MARKERS = (
+    *("Invalid user input", "Ambiguous merge", "Schema error", "schema mismatch"),
+    *("NoSuchBucket", "AccessDenied", "Access Denied", "InvalidAccessKeyId"),
+    *("SignatureDoesNotMatch", "403 Forbidden"),
+)
+_CONFLICT_MARKERS = ("Commit conflict", "commit conflict", "Incompatible transaction")
+# Creating a table is not atomic in pylance 14 (see LanceTable.create): creations in this
+# process take turns. Across processes, the single writer per table prevents the race.
+_CREATE_LOCK = threading.Lock()
+
+
+def table_uri(root: str, table: str) -> str:
+    """The dataset URI of ``table`` under ``root`` (a folder or an ``s3://`` prefix)."""
+    return f"{root.rstrip('/')}/{table}.lance"
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a SQL string literal for Lance filters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def video_predicate(video_ids: Iterable[str]) -> str:
+    return f"video_id IN ({', '.join(sql_string(v) for v in video_ids)})"
+
+
+def map_lance_error(exc: BaseException, *, table: str) -> ReelsenseError:
+    """Lance raises OSError/ValueError/RuntimeError with the Rust error in the text."""
+    if isinstance(exc, ReelsenseError):
+        return exc
+    text = str(exc)
+    if isinstance(exc, CommitConflictError) or any(m in text for m in _CONFLICT_MARKERS):
+        return SinkUnavailable(f"{table}: commit conflict: {text}", code="sink_commit_conflict")
+    if any(marker in text for marker in _REJECTED_MARKERS):
+        return SinkRejected(f"{table}: {text}")
+    return SinkUnavailable(f"{table}: {type(exc).__name__}: {text}")
+
+
+def latest_per_video(results: Sequence[VideoResult]) -> list[VideoResult]:
+    """One result per video_id (the last submitted wins), in first-seen order."""
+    by_id: dict[str, VideoResult] = {}
+    for result in results:
+        by_id[result.ref.video_id] = result
+    return list(by_id.values())
+
+
+def embedding_array(vectors: Sequence[Any], dim: int) -> pa.FixedSizeListArray:
+    """A nullable fixed_size_list<float32>[dim] column; None entries become nulls."""
+    values = np.zeros((len(vectors), dim), dtype=np.float32)
+    mask = np.zeros(len(vectors), dtype=bool)
+    for row, vector in enumerate(vectors):
+        if vector is None:
+            mask[row] = True
+            continue
+        flat = np.asarray(vector, dtype=np.float32).ravel()
+        if flat.shape[0] != dim:
+            raise SinkRejected(
+                f"embedding has {flat.shape[0]} dimensions, the table has {dim}",
+                code="sink_embedding_dim_mismatch",
+            )
+        values[row] = flat
+    return pa.FixedSizeListArray.from_arrays(
+        pa.array(values.ravel()), dim, mask=pa.array(mask) if mask.any() else None
+    )
+
+
+def columns_table(columns: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
+    """A table of ``schema`` from column lists; ``embedding`` is built as a vector column."""
+    arrays = [
+        embedding_array(columns[f.name], f.type.list_size)
+        if f.name == "embedding"
+        else pa.array(columns[f.name], type=f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def first_dim(results: Sequence[VideoResult]) -> int | None:
+    for result in results:
+        for frame in result.frames:
+            if frame.embedding is not None:
+                return int(np.asarray(frame.embedding).size)
+    return None
+
+
+class LanceTable:
+    """One Lance dataset that may not exist yet, written by upserts keyed by video.
+
+    Not thread-safe for writes: exactly one writer thread uses it (``SinkWriter``).
+    Reads open the latest version each time so they see other processes' commits.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        storage_options: dict[str, str] | None = None,
+        commit_retries: int = 5,
+        compact_every: int = 64,
+        keep_versions_s: float = 3600.0,
+    ) -> None:
+        self.uri = uri
+        self.name = uri.rstrip("/").rsplit("/", 1)[-1].removesuffix(".lance")
+        self.storage_options = storage_options
+        self.commit_retries = commit_retries
+        self.compact_every = compact_every
+        self.keep_versions_s = keep_versions_s
+        self._dataset: lance.LanceDataset | None = None
+        self._commits = 0
+
+    @classmethod
+    def from_settings(cls, storage: StorageSettings, table: str) -> LanceTable:
+        return cls(
+            table_uri(storage.lance_uri, table),
+            storage_options=lance_storage_options(storage),
+            commit_retries=storage.commit_retries,
+            compact_every=storage.lance_compact_every,
+            keep_versions_s=storage.lance_keep_versions_s,
+        )
+
+    def open(self) -> lance.LanceDataset | None:
+        """The latest version of the dataset, or None if it was never written."""
+        try:
+            return lance.dataset(self.uri, storage_options=self.storage_options)
+        except ValueError as exc:
+            if "not found" in str(exc) and "LanceError(IO)" not in str(exc):
+                return None
+            raise map_lance_error(exc, table=self.name) from exc
+        except Exception as exc:
+            raise map_lance_error(exc, table=self.name) from exc
+
+    def version(self) -> int | None:
+        dataset = self.open()
+        return None if dataset is None else dataset.version
+
+    def schema(self) -> pa.Schema | None:
+        dataset = self._dataset or self.open()
+        return None if dataset is None else dataset.schema
+
+    def embedding_dim(self, configured: int | None, results: Sequence[VideoResult]) -> int:
+        """The table's dimension if it exists, else the configured one, else the first vector's."""
+        schema = self.schema()
+        if schema is not None and schema.get_field_index("embedding") >= 0:
+            return int(schema.field("embedding").type.list_size)
+        return configured or first_dim(results) or DEFAULT_EMBEDDING_DIM
+
+    def upsert(self, rows: pa.Table, *, keys: list[str], video_ids: Sequence[str]) -> None:
+        """Make the rows of ``video_ids`` exactly ``rows``: update, insert, delete the rest."""
+        if not video_ids:
+            return
+        attempt = 0
+        while True:
+            try:
+                self._upsert_once(rows, keys=keys, video_ids=video_ids)
+                break
+            except Exception as exc:
+                error = map_lance_error(exc, table=self.name)
+                self._dataset = None  # reopen at the latest version next time
+                if error.code != "sink_commit_conflict" or attempt >= self.commit_retries:
+                    raise error from exc
+                attempt += 1
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+        self._commits += 1
+        if self.compact_every and self._commits % self.compact_every == 0:
+            self.compact()
+
+    def compact(self) -> None:
+        """Merge small fragments (one per commit) and drop versions older than the retention.
+
+        Every commit adds a fragment, a manifest and deletion files; left alone, scans slow
+        down and storage grows. Failures cost only speed and space, so they are logged.
+        """
+        dataset = self.open()
+        if dataset is None:
+            return
+        try:
+            dataset.optimize.compact_files(
+                target_rows_per_fragment=FRAGMENT_ROWS, materialize_deletions_threshold=0.1
+            )
+            dataset.cleanup_old_versions(older_than=timedelta(seconds=self.keep_versions_s))
+        except Exception as exc:
+            error = map_lance_error(exc, table=self.name)
+            log.warning("compacting %s failed: %s", self.name, error)
+        self._dataset = None
+
+    def _upsert_once(self, rows: pa.Table, *, keys: list[str], video_ids: Sequence[str]) -> None:
+        dataset = self._dataset or self.open()
+        if dataset is None:
+            if rows.num_rows == 0:
+                return  # nothing to insert and nothing to delete
+            dataset = self.create(rows.schema)
+        self._evolve(dataset, rows.schema)
+        rows = rows.select([n for n in dataset.schema.names if n in rows.schema.names])
+        (
+            dataset.merge_insert(keys)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(video_predicate(video_ids))
+            .conflict_retries(self.commit_retries)
+            .execute(rows)
+        )
+        self._dataset = dataset  # merge_insert moved this handle to the new version
+
+    def create(self, schema: pa.Schema) -> lance.LanceDataset:
+        """The dataset, created empty with ``schema`` if missing.
+
+        Measured with pylance 14: a creation commits as an Overwrite, so two concurrent
+        creations with rows can both succeed with one's rows lost (8 of 20 tries). Creating
+        empty tables under a lock, then merging (a commit checked for conflicts), avoids it.
+        """
+        with _CREATE_LOCK:
+            dataset = self.open()
+            if dataset is not None:
+                return dataset
+            try:
+                lance.write_dataset(
+                    schema.empty_table(), self.uri, schema=schema, mode="create",
+                    storage_options=self.storage_options,
+                )  # fmt: skip
+            except OSError as exc:
+                if "already exists" not in str(exc):
+                    raise map_lance_error(exc, table=self.name) from exc
+            dataset = self.open()
+        if dataset is None:
+            raise SinkUnavailable(f"{self.name}: created but not found at {self.uri}")
+        return dataset
+
+    def _evolve(self, dataset: lance.LanceDataset, schema: pa.Schema) -> None:
+        """Columns added to the code since the table was created are added as nullable."""
+        existing = dataset.schema
+        missing = [field for field in schema if existing.get_field_index(field.name) < 0]
+        if missing:
+            dataset.add_columns([field.with_nullable(True) for field in missing])
+        for field in schema:
+            have = dataset.schema.field(field.name)
+            if have.type != field.type:
+                raise SinkRejected(
+                    f"{self.name}.{field.name} is {have.type} in the table, "
+                    f"{field.type} in the rows",
+                    code="sink_schema_mismatch",
+                )
+
+    def rows(
+        self,
+        *,
+        filter: str | None = None,
+        columns: list[str] | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        dataset = self.open()
+        if dataset is None:
+            return []
+        try:
+            table = dataset.to_table(columns=columns, filter=filter, limit=limit)
+        except Exception as exc:
+            raise map_lance_error(exc, table=self.name) from exc
+        rows: list[dict[str, Any]] = table.to_pylist()
+        return rows
+
+    def count_rows(self, filter: str | None = None) -> int:
+        dataset = self.open()
+        if dataset is None:
+            return 0
+        try:
+            return int(dataset.count_rows(filter=filter))
+        except Exception as exc:
+            raise map_lance_error(exc, table=self.name) from exc
+
+
+class EmbeddingRowsSink(Sink):
+    """A table of per-frame rows with an embedding column of one dimension (frames, vectors)."""
+
+    KEYS: ClassVar[tuple[str, ...]]
+    table: LanceTable
+    _dim: int | None
+
+    @staticmethod
+    @abstractmethod
+    def schema(dim: int) -> pa.Schema: ...
+
+    @staticmethod
+    @abstractmethod
+    def rows_of(results: Sequence[VideoResult], dim: int) -> pa.Table: ...
+
+    def open(self) -> None:
+        """Create the table now if its embedding dimension is known already."""
+        if self._dim is not None:
+            self.table.create(self.schema(self._dim))
+
+    def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
+        return self.table.embedding_dim(self._dim, results)
+
+    def write(self, results: Sequence[VideoResult]) -> None:
+        results = latest_per_video(results)
+        if not results:
+            return
+        rows = self.rows_of(results, self.embedding_dim(results))
+        # Videos without rows still go through the upsert: their old rows must go.
+        self.table.upsert(rows, keys=list(self.KEYS), video_ids=[r.ref.video_id for r in results])
+        self.written()
+
+    def written(self) -> None:
+        """After each write (index upkeep)."""

@@ -165,6 +165,12 @@ class RuntimeSettings(BaseSettings):
     chunks_in_flight_per_video: int = Field(default=4, ge=1)
     chunks_in_flight: int = Field(default=16, ge=1)  # across all videos of this process
     drain_timeout_s: float = 30.0  # on SIGTERM, how long in-flight videos may still finish
+    # Chunks a video's decoder may run ahead of those the orchestration has taken: bounds the
+    # pixels waiting in the object store whatever the length of the video.
+    decode_ahead_chunks: int = Field(default=2, ge=1)
+    metrics_port: int | None = None  # Prometheus endpoint of this process; None: off, 0: any
+    metrics_host: str = "127.0.0.1"
+    metrics_interval_s: float = Field(default=2.0, gt=0)  # replica activity and lag reads
 
 
 class WebhookSubscription(BaseModel):

@@ -25,6 +25,13 @@ from notify.dispatcher import NotificationDispatcher
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
 from service.executor import StageExecutor
+from service.metrics import (
+    ActivitySource,
+    LagReader,
+    MetricsPoller,
+    MetricsServer,
+    start_metrics_server,
+)
 from service.processor import VideoProcessor
 from sinks.object_store import object_store_from_uri
 from stages.pipeline import Pipeline
@@ -45,6 +52,8 @@ class ReelsenseService:
         self._executor: StageExecutor | None = None
         self._consumer: KafkaVideoConsumer | None = None
         self._dispatcher: NotificationDispatcher | None = None
+        self._metrics_server: MetricsServer | None = None
+        self.metrics_poller: MetricsPoller | None = None
         self._stopping = asyncio.Event()
 
     @property
@@ -81,7 +90,21 @@ class ReelsenseService:
             consumer_name=config.notify.consumer_name or socket.gethostname(),
             delivery_log=RedisDeliveryLog.from_settings(config.redis, config.notify),
         )
+        runtime = config.runtime
+        self.metrics_poller = MetricsPoller(
+            interval_s=runtime.metrics_interval_s,
+            activity=executor if isinstance(executor, ActivitySource) else None,
+            consumer_stats=self._consumer.stats,
+            lag=LagReader(config.kafka),
+        )
+        if runtime.metrics_port is not None:
+            self._metrics_server = start_metrics_server(runtime.metrics_host, runtime.metrics_port)
         log.info("service ready, pipeline %s", self.pipeline_version)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The Prometheus endpoint of this process, when ``runtime.metrics_port`` is set."""
+        return self._metrics_server.url if self._metrics_server is not None else None
 
     def _build_executor(self) -> StageExecutor:
         if self.config.runtime.executor == "local":
@@ -94,7 +117,7 @@ class ReelsenseService:
         from service.ray_pools import RayExecutor
 
         if not self._deploy:
-            return RayExecutor.connect()
+            return RayExecutor.connect(self.config)
         serve.start(http_options={"host": self.config.api.host, "port": self.config.api.port})
         executor = RayExecutor.deploy(self.config)
         deploy_api(self.config)
@@ -106,12 +129,16 @@ class ReelsenseService:
             await self.start()
         assert self._consumer is not None
         assert self._dispatcher is not None
+        assert self.metrics_poller is not None
         consumer = asyncio.create_task(self._consumer.run(), name="consumer")
         notifier = asyncio.create_task(self._dispatcher.run(), name="notifier")
         stop = asyncio.create_task(self._stopping.wait(), name="stop")
+        metrics = asyncio.create_task(self.metrics_poller.run(), name="metrics")
         done, _ = await asyncio.wait(
             {consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED
         )
+        metrics.cancel()
+        await asyncio.gather(metrics, return_exceptions=True)
         await self._shutdown()
         for task in (consumer, notifier):
             if task in done and task.exception() is not None:
@@ -130,6 +157,9 @@ class ReelsenseService:
             await self._dispatcher.stop()
         if self._executor is not None:
             await self._executor.close()
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+            self._metrics_server = None
         await self.store.close()
 
 

@@ -28,6 +28,7 @@ from core.config import RuntimeSettings
 from core.errors import PermanentError, ReelsenseError, RetryableError
 from core.records import Chunk, Frame, LocalVideo, VideoRef
 from service.executor import ChunkTicket, StageExecutor
+from service.metrics import PipelineMetrics
 from sinks.base import VideoResult
 from stages.decode import ResumePoint
 
@@ -49,7 +50,9 @@ class VideoProcessor:
         chunks: ChunkStore,
         pipeline_version: str,
         settings: RuntimeSettings,
+        metrics: PipelineMetrics | None = None,
     ) -> None:
+        self._metrics = metrics or PipelineMetrics()
         self._store = store
         self._executor = executor
         self._chunks = chunks
@@ -65,22 +68,30 @@ class VideoProcessor:
         """Returns once the video's outcome is durable: done, failed, skipped or owned by a
         newer attempt. Raises only ``RetryableError`` when even recording a failure failed
         (the checkpoint store is down): the offset must then not move."""
+        self._metrics.video_started()
+        started, outcome = time.monotonic(), "error"
+        try:
+            outcome = await self._process(ref)
+        finally:
+            self._metrics.video_finished(outcome, time.monotonic() - started)
+
+    async def _process(self, ref: VideoRef) -> str:
         await self._store.mark_queued(ref, self._version)
         last_error: ReelsenseError | None = None
         for attempt in range(self._settings.max_attempts):
             claim = await self._store.claim(ref, self._version)
             if claim.skip:
                 log.info("video %s already done for %s, skipping", ref.video_id, self._version)
-                return
+                return "skipped"
             try:
                 await self._run(ref, claim.epoch, fresh=claim.status.attempts == 1)
-                return
+                return "done"
             except StaleEpoch:
                 log.warning("video %s is owned by a newer attempt; leaving it", ref.video_id)
-                return
+                return "stale"
             except PermanentError as exc:
                 await self._fail(ref, claim.epoch, exc, stage=getattr(exc, "stage", None))
-                return
+                return "failed"
             except RetryableError as exc:
                 last_error = exc
                 delay = exc.retry_after or self._backoff(attempt)
@@ -99,8 +110,10 @@ class VideoProcessor:
                 await asyncio.sleep(self._backoff(attempt))
         assert last_error is not None
         claim = await self._store.claim(ref, self._version)
-        if not claim.skip:
-            await self._fail(ref, claim.epoch, last_error, stage=None)
+        if claim.skip:
+            return "skipped"
+        await self._fail(ref, claim.epoch, last_error, stage=None)
+        return "failed"
 
     def _backoff(self, attempt: int) -> float:
         schedule = self._settings.retry_backoff_s
@@ -121,7 +134,7 @@ class VideoProcessor:
             )
             return
         started = time.monotonic()
-        run = _VideoRun(ref, epoch, self._store)
+        run = _VideoRun(ref, epoch, self._store, self._metrics)
         restored = await self._restore(run)
         video: LocalVideo | None = None
         tasks: list[asyncio.Task[Chunk]] = []
@@ -139,6 +152,7 @@ class VideoProcessor:
                     continue  # finished by an earlier attempt; its pixels are not needed
                 await per_video.acquire()
                 await self._chunk_slots.acquire()
+                self._metrics.chunk_started(item.frames)
                 tasks.append(asyncio.create_task(self._chunk(run, item, per_video)))
             computed = await asyncio.gather(*tasks)
         except BaseException as exc:
@@ -206,13 +220,16 @@ class VideoProcessor:
         try:
             stages = self._executor.image_stages
             outputs = await asyncio.gather(
-                *(run.timed(stage, self._executor.analyse(stage, ticket)) for stage in stages)
+                *(
+                    run.timed(stage, self._executor.analyse(stage, ticket), ticket.frames)
+                    for stage in stages
+                )
             )
             for stage in stages:
                 await run.stage_done(stage)
             chunk = _merge(outputs)
             if self._executor.embeds:
-                chunk = await run.timed(EMBED, self._executor.embed(chunk))
+                chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
                 await run.stage_done(EMBED)
             await asyncio.to_thread(self._chunks.put, self._version, chunk)
             await self._store.mark_chunk(
@@ -220,6 +237,7 @@ class VideoProcessor:
             )
             return chunk
         finally:
+            self._metrics.chunk_finished(ticket.frames)
             slot.release()
             self._chunk_slots.release()
 
@@ -260,8 +278,11 @@ class VideoProcessor:
 class _VideoRun:
     """Progress bookkeeping of one attempt at one video."""
 
-    def __init__(self, ref: VideoRef, epoch: int, store: CheckpointStore) -> None:
+    def __init__(
+        self, ref: VideoRef, epoch: int, store: CheckpointStore, metrics: PipelineMetrics
+    ) -> None:
         self.ref = ref
+        self.metrics = metrics
         self.epoch = epoch
         self.store = store
         self.seen: set[int] = set()
@@ -288,15 +309,21 @@ class _VideoRun:
         self.done[stage] += 1
         await self.progress(stage, self.done[stage], self.total)
 
-    async def timed(self, stage: str, work: Awaitable[Chunk]) -> Chunk:
+    async def timed(self, stage: str, work: Awaitable[Chunk], frames: int = 0) -> Chunk:
         started = time.monotonic()
+        self.metrics.stage_sent(stage)
+        ok = False
         try:
-            return await work
+            result = await work
+            ok = True
+            return result
         except PermanentError as exc:
             exc.stage = stage  # type: ignore[attr-defined]
             raise
         finally:
-            self.timings[stage] += time.monotonic() - started
+            elapsed = time.monotonic() - started
+            self.timings[stage] += elapsed
+            self.metrics.stage_returned(stage, frames, elapsed, ok=ok)
 
 
 def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 
@@ -26,6 +28,7 @@ from core.config import PoolSettings, ServiceConfig
 from core.errors import ReelsenseError
 from core.records import Chunk, VideoRef
 from service.executor import ChunkTicket, IngestItem, StageExecutor
+from service.metrics import ActivitySnapshot, StageActivity, replica_name
 from service.result_writer import FencedResultWriter
 from sinks.base import VideoResult
 from stages.base import Stage
@@ -36,8 +39,49 @@ log = logging.getLogger(__name__)
 
 POOLS_APP = "reelsense-pools"
 INGEST = "ingest"
+FETCH = "fetch"
+DECODE = "decode"
 WRITER = "sink-writer"
 _END = object()
+_CLOSED_KEPT = 10_000
+
+
+@ray.remote(num_cpus=0)
+class ChunkCredits:
+    """How many chunks each video's decoder may produce: the caller grants more as it takes
+    chunks, so decoding runs at most a few chunks ahead of the stages. (A Serve streaming
+    call has no backpressure of its own: the replica would decode the whole video into the
+    object store however slowly the chunks are taken.)"""
+
+    def __init__(self) -> None:
+        self._granted: dict[str, int] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+        self._closed: set[str] = set()
+        self._closed_order: deque[str] = deque()
+
+    async def wait(self, key: str, count: int) -> bool:
+        """Until more than ``count`` chunks are granted; False once the caller has closed."""
+        while key not in self._closed and self._granted.get(key, 0) <= count:
+            await self._changed.setdefault(key, asyncio.Event()).wait()
+        return key not in self._closed
+
+    def grant(self, key: str, total: int) -> None:
+        if key not in self._closed:
+            self._granted[key] = max(self._granted.get(key, 0), total)
+        self._wake(key)
+
+    def close(self, key: str) -> None:
+        self._granted.pop(key, None)
+        self._closed.add(key)
+        self._closed_order.append(key)
+        if len(self._closed_order) > _CLOSED_KEPT:  # a late waiter of an old key is unlikely
+            self._closed.discard(self._closed_order.popleft())
+        self._wake(key)
+
+    def _wake(self, key: str) -> None:
+        event = self._changed.pop(key, None)
+        if event is not None:
+            event.set()
 
 
 class IngestPool:
@@ -49,20 +93,44 @@ class IngestPool:
         self._decode = pipeline.decode
         self._fetch.setup()
         self._decode.setup()
+        replica = replica_name(INGEST)
+        self._activity = {
+            FETCH: StageActivity(FETCH, replica),
+            DECODE: StageActivity(DECODE, replica),
+        }
 
     async def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None
+        self,
+        ref: VideoRef,
+        resume: ResumePoint | None = None,
+        credits: Any = None,
+        key: str = "",
     ) -> AsyncIterator[IngestItem]:
-        video = (await asyncio.to_thread(self._fetch.process_batch, [ref]))[0]
+        """``credits`` (a ``ChunkCredits`` handle) and ``key``: wait for a grant before each
+        chunk; None decodes as fast as it can."""
+        with self._activity[FETCH].working(1):
+            video = (await asyncio.to_thread(self._fetch.process_batch, [ref]))[0]
         yield video
         try:
             chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
-            while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
+            produced = 0
+            while True:
+                if credits is not None and not await credits.wait.remote(key, produced):
+                    return
+                with self._activity[DECODE].working() as work:
+                    chunk = await asyncio.to_thread(next, chunks, _END)
+                    work.items = len(chunk.frames) if isinstance(chunk, Chunk) else 0
+                if chunk is _END:
+                    return
                 assert isinstance(chunk, Chunk)
                 ref_ = ray.put(chunk)
+                produced += 1
                 yield ChunkTicket(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, ref_)
         finally:
             await asyncio.to_thread(self._fetch.release, video)
+
+    def activity(self, since: int = 0) -> list[ActivitySnapshot]:
+        return [activity.snapshot(since) for activity in self._activity.values()]
 
 
 class ModelPool:
@@ -79,12 +147,17 @@ class ModelPool:
         pool: PoolSettings = getattr(config.ray, stage)
         self.process.set_max_batch_size(pool.max_batch_size)  # type: ignore[attr-defined]
         self.process.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
+        self._activity = StageActivity(stage, replica_name(stage))
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)
     async def process(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
         chunks = [(await item.payload) if isinstance(item, ChunkTicket) else item for item in items]
-        done = await asyncio.to_thread(self._stage.process_batch, chunks)
+        with self._activity.working(sum(len(chunk.frames) for chunk in chunks)):
+            done = await asyncio.to_thread(self._stage.process_batch, chunks)
         return [chunk.without_images() for chunk in done]
+
+    def activity(self, since: int = 0) -> list[ActivitySnapshot]:
+        return [self._activity.snapshot(since)]
 
     def __del__(self) -> None:
         self._stage.teardown()
@@ -163,8 +236,10 @@ def _deployment_options(pool: PoolSettings, name: str) -> dict[str, Any]:
 class RayExecutor(StageExecutor):
     """Drives the Serve stage pools from the orchestrating process."""
 
-    def __init__(self, stages: list[str]) -> None:
+    def __init__(self, stages: list[str], *, decode_ahead: int = 2) -> None:
         self._ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
+        self._decode_ahead = decode_ahead
+        self._credits = ChunkCredits.remote()  # type: ignore[attr-defined]
         self._writer = serve.get_deployment_handle(WRITER, app_name=POOLS_APP)
         self._pools = {
             name: serve.get_deployment_handle(name, app_name=POOLS_APP) for name in stages
@@ -181,25 +256,48 @@ class RayExecutor(StageExecutor):
             route_prefix=None,
             logging_config={"log_level": "WARNING"},
         )
-        return cls(index.remote().result(timeout_s=120))
+        stages = index.remote().result(timeout_s=120)
+        return cls(stages, decode_ahead=config.runtime.decode_ahead_chunks)
 
     @classmethod
-    def connect(cls) -> RayExecutor:
+    def connect(cls, config: ServiceConfig | None = None) -> RayExecutor:
         """Use the pools another process deployed (a RayService, or a ``reelsense serve``)."""
-        return cls(serve.get_app_handle(POOLS_APP).remote().result(timeout_s=120))
+        stages = serve.get_app_handle(POOLS_APP).remote().result(timeout_s=120)
+        return cls(stages, decode_ahead=config.runtime.decode_ahead_chunks if config else 2)
 
     async def ingest(
         self, ref: VideoRef, resume: ResumePoint | None = None
     ) -> AsyncIterator[IngestItem]:
+        # Chunks are granted as the caller takes them: decoding stays ``decode_ahead`` chunks
+        # ahead of what the orchestration has taken, so the pixels in the object store stay
+        # bounded whatever the length of the video.
+        key = uuid.uuid4().hex
+        self._credits.grant.remote(key, self._decode_ahead)
         stream = cast(
             DeploymentResponseGenerator[IngestItem],
-            self._ingest.options(stream=True).ingest.remote(ref, resume),
+            self._ingest.options(stream=True).ingest.remote(ref, resume, self._credits, key),
         )
+        taken = 0
         try:
             async for item in stream:
                 yield item
+                if isinstance(item, ChunkTicket):
+                    taken += 1
+                    self._credits.grant.remote(key, taken + self._decode_ahead)
         except RayTaskError as exc:
             raise _cause(exc) from None
+        finally:
+            self._credits.close.remote(key)
+
+    async def activity(self) -> dict[str, list[ActivitySnapshot]]:
+        """Stage -> a snapshot of each running replica (a broadcast to every pool)."""
+        by_stage: dict[str, list[ActivitySnapshot]] = {}
+        for handle in (self._ingest, *self._pools.values()):
+            replies = await handle.broadcast("activity").results_async()
+            for reply in replies:
+                for snapshot in reply:
+                    by_stage.setdefault(snapshot.stage, []).append(snapshot)
+        return by_stage
 
     async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
         try:
@@ -227,6 +325,9 @@ class RayExecutor(StageExecutor):
         except RayTaskError as exc:
             raise _cause(exc) from None
         return found
+
+    async def close(self) -> None:
+        ray.kill(self._credits)
 
 
 def _cause(exc: RayTaskError) -> BaseException:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import os
 import secrets
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import lance
+import psutil
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from checkpoint.base import CheckpointStore, VideoState, VideoStatus
@@ -164,3 +170,143 @@ def dump_config(config: ServiceConfig, path: Path) -> Path:
 
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+# --- service processes: start, crash, stop ------------------------------------------------
+
+
+def with_sections(config: ServiceConfig, **sections: dict[str, object]) -> ServiceConfig:
+    """``config`` with some settings of some sections replaced (``runtime={"...": ...}``)."""
+    data = {name: getattr(config, name).model_dump() for name in ServiceConfig.model_fields}
+    for name, values in sections.items():
+        data[name] = {**data[name], **values}
+    return ServiceConfig.load(**data)
+
+
+def start_service(
+    config_path: Path, secret: str, log: Path, *, ray_tmp: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``reelsense serve --config`` in a session of its own (its own local Ray).
+
+    ``ray_tmp``: Ray's temp folder (keep the path short: Ray puts sockets there); a killed
+    service leaves it behind, so the caller removes it. None: the service makes its own.
+    """
+    env = {**os.environ, "REELSENSE_NOTIFY_WEBHOOK_SECRETS": json.dumps([secret])}
+    env.pop("RAY_TMPDIR", None)
+    if ray_tmp is not None:
+        ray_tmp.mkdir(parents=True, exist_ok=True)
+        env["RAY_TMPDIR"] = str(ray_tmp)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--config", str(config_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def service_tree(process: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The service process and everything it started (Ray's GCS, raylet, workers)."""
+    try:
+        root = psutil.Process(process.pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _left_behind(ray_tmp: Path) -> list[psutil.Process]:
+    """Processes of a service's Ray that escaped its process tree (re-parented to init)."""
+    marker = str(ray_tmp)
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.info["cmdline"] or ()
+            if (
+                any(marker in part for part in cmdline)
+                or proc.environ().get("RAY_TMPDIR") == marker
+            ):
+                found.append(proc)
+    return [proc for proc in found if proc.pid != os.getpid()]
+
+
+def kill_service(process: subprocess.Popen[bytes], *, ray_tmp: Path | None = None) -> None:
+    """kill -9 of the service and what it started, as when a pod dies. Each process is killed
+    by its PID: Ray's own processes may sit in sessions of their own. ``ray_tmp``: the Ray temp
+    folder given to ``start_service``; processes using it are killed too."""
+    tree = service_tree(process)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if ray_tmp is not None:
+        tree += _left_behind(ray_tmp)
+    for member in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=30)
+    psutil.wait_procs(tree, timeout=10)
+
+
+def stop_service(
+    process: subprocess.Popen[bytes], *, timeout_s: float = 120, ray_tmp: Path | None = None
+) -> int | None:
+    """SIGTERM (a graceful stop), then kill -9 of whatever is left. Returns the exit code of a
+    graceful stop, None if it had to be killed."""
+    code: int | None = process.poll()
+    if code is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+    kill_service(process, ray_tmp=ray_tmp)
+    return code
+
+
+def find_replica(process: subprocess.Popen[bytes], deployment: str) -> psutil.Process | None:
+    """The Serve replica process of ``deployment`` (e.g. ``ocr``) under this service."""
+    suffix = f"ServeReplica:reelsense-pools:{deployment}"
+    for member in service_tree(process):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            title = " ".join(member.cmdline()) or member.name()
+            if title.startswith("ray::") and title.split()[0].endswith(suffix):
+                return member
+    return None
+
+
+async def end_offsets_by_reading(bootstrap: str, topic: str) -> dict[int, int]:
+    """End offset per partition found by reading every record (Tansu's S3 storage engine
+    answers ListOffsets with stale high watermarks)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = {tp.partition: 0 for tp in partitions}
+        idle = 0
+        while idle < 3:
+            batch = await consumer.getmany(timeout_ms=500)
+            idle = 0 if batch else idle + 1
+            for tp, records in batch.items():
+                ends[tp.partition] = max(ends[tp.partition], records[-1].offset + 1)
+        return ends
+    finally:
+        await consumer.stop()
+
+
+async def wait_healthy(api_port: int, *, timeout_s: float = 240) -> None:
+    """Until the service's API answers /healthz (its stage pools and consumer start with it)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(f"http://127.0.0.1:{api_port}/healthz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.5)
+    raise AssertionError(f"the service on port {api_port} did not become healthy")

@@ -1,0 +1,356 @@
+"""Crash soak: the service under kill -9, lost stage replicas, broker and Redis restarts and a
+consumer joining and leaving, then an offline check that nothing was lost or doubled.
+
+    python -m bench.chaos --videos 50 --kills 20 --json chaos.json [--seed 7] [--workdir DIR]
+
+Run from the repository root. Starts its own stack on 127.0.0.1 (moto as S3, Tansu storing
+its log in that S3 so a restarted broker keeps every record and committed offset, redis-server
+with AOF, a webhook receiver), writes ``--videos`` sample videos of 2-20 s with burned-in
+text, runs ``reelsense serve`` as a subprocess with its own local Ray and publishes one event
+per video. Disruptions fire at seeded moments, each once the service has got through a drawn
+share of the work (so every one hits work in flight): kill -9 of the service with everything
+it started, SIGKILL of one OCR Serve replica, a broker restart, a Redis SIGKILL and restart,
+and a second service process that joins the consumer group and later leaves on SIGTERM.
+When every video is final, ``bench.chaos_verify`` checks the sinks, the webhooks, the
+checkpoints and the committed offsets. Exit code 1 when an invariant fails. Everything started
+is stopped by PID, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.chaos_stack import VIDEO_FPS, ChaosStack, ServiceSet, write_sample_videos
+from bench.chaos_verify import expected_timestamps_ms, verify
+from checkpoint.base import VideoState
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ServiceConfig
+from service.embedded import free_port
+from service.receiver import WebhookReceiver
+from tests.e2e.support import (
+    dump_config,
+    find_replica,
+    publish,
+    service_config,
+    upload_record,
+    wait_healthy,
+    webhook_secret,
+    with_sections,
+)
+
+log = logging.getLogger("bench.chaos")
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    videos: int = 12
+    kills: int = 3
+    replica_kills: int = 1
+    broker_bounces: int = 1
+    redis_bounces: int = 1
+    rebalance: bool = True  # a second consumer process joins, then leaves
+    seed: int = 1
+    workdir: Path | None = None
+    timeout_s: float | None = None  # for every video to become final; None: from the load
+    min_seconds: float = 2.0
+    max_seconds: float = 20.0
+
+    def deadline_s(self) -> float:
+        return self.timeout_s or 300 + 45 * (self.kills + 2) + 15 * self.videos
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # kill | replica | broker | redis | join | leave
+    at: float  # share of all chunks done that triggers it
+    delay_s: float  # then this long before it fires
+
+
+def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
+    """Disruptions at seeded shares of the work, spread over its first 85%."""
+
+    def draw(kind: str, low: float = 0.03, high: float = 0.85) -> Action:
+        return Action(kind, rng.uniform(low, high), rng.uniform(0.0, 3.0))
+
+    actions = [draw("kill") for _ in range(options.kills)]
+    actions += [draw("replica") for _ in range(options.replica_kills)]
+    actions += [draw("broker") for _ in range(options.broker_bounces)]
+    actions += [draw("redis") for _ in range(options.redis_bounces)]
+    if options.rebalance:
+        join = draw("join", 0.05, 0.4)
+        actions += [join, draw("leave", join.at + 0.1, join.at + 0.4)]
+    return sorted(actions, key=lambda a: a.at)
+
+
+async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
+    """The whole soak; returns the report (``report["ok"]``: every invariant held)."""
+    started = time.monotonic()
+    root = (options.workdir or Path(tempfile.mkdtemp(prefix="reelsense-chaos-"))).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    soak = _Soak(options, root)
+    try:
+        report = await soak.run()
+    finally:
+        await soak.close()
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    report["ok"] = not report["failures"]
+    if report["ok"] and options.workdir is None:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        report["workdir"] = str(root)
+    return report
+
+
+class _Soak:
+    def __init__(self, options: ChaosOptions, root: Path) -> None:
+        self.options = options
+        self.root = root
+        self.rng = random.Random(options.seed)
+        self.stack = ChaosStack(root)
+        self.secret = webhook_secret()
+        self.receiver = WebhookReceiver(secret=self.secret)
+        self.services: ServiceSet | None = None
+        self.store: RedisCheckpointStore | None = None
+        self.counts = dict.fromkeys(
+            ("kills", "replica_kills", "broker_bounces", "redis_bounces", "rebalances"), 0
+        )
+        self.leave_exit_codes: list[int | None] = []
+        self.ports = {name: free_port() for name in ("a", "b")}
+        self.joined_at = 0.0
+        self.session_s = 0.0
+
+    async def run(self) -> dict[str, Any]:
+        options = self.options
+        await asyncio.to_thread(self.stack.start)
+        await self.receiver.start()
+        videos = await asyncio.to_thread(
+            write_sample_videos,
+            self.root / "videos",
+            options.videos,
+            self.rng,
+            seconds=(options.min_seconds, options.max_seconds),
+        )
+        config = self._config()
+        self.session_s = config.kafka.session_timeout_ms / 1000
+        expected = {
+            v: expected_timestamps_ms(frames, VIDEO_FPS, config.stages.sample_fps)
+            for v, (_, frames) in videos.items()
+        }
+        chunks = {v: -(-len(times) // config.stages.chunk_frames) for v, times in expected.items()}
+        self.services = services = ServiceSet(self.root, self._configs(config), self.secret)
+        self.store = RedisCheckpointStore(config.redis)
+        services.start("a")
+        records = [upload_record(v, videos[v][0]) for v in sorted(videos)]
+        await publish(self.stack.bootstrap, config.kafka.topic, records)
+        tracker = _Progress(self.store, chunks, services)
+        deadline = time.monotonic() + options.deadline_s()
+        for action in plan(options, self.rng):
+            if not await tracker.reached(action.at, deadline):
+                log.warning("the work ended before %s at %.2f", action.kind, action.at)
+                break
+            await asyncio.sleep(action.delay_s)
+            log.info("%s at %.0f%% of the work", action.kind, 100 * tracker.share())
+            await self._fire(action)
+        all_final = await tracker.reached(2.0, deadline)
+        await _wait_webhooks(self.receiver, sorted(videos), timeout_s=60 if all_final else 5)
+        services.stop_all()  # graceful: final commits; then the sinks are at rest
+        report = await verify(
+            config=config, expected=expected, store=self.store, hooks=self.receiver.received
+        )
+        report.update(self.counts)
+        disruptions = sum(self.counts.values())
+        report["disruptions"] = disruptions
+        report["redone_bound"] = disruptions * config.kafka.max_in_flight
+        if report["redone_chunks"] > report["redone_bound"]:
+            report["failures"].append("redone chunks above one per (disruption x video in flight)")
+        report["unexpected_exits"] = services.unexpected_exits
+        report["leave_exit_codes"] = self.leave_exit_codes
+        if any(code != 0 for code in self.leave_exit_codes):
+            report["failures"].append("a leaving service did not stop cleanly on SIGTERM")
+        report["seed"] = options.seed
+        return report
+
+    def _config(self) -> ServiceConfig:
+        base = service_config(
+            self.root,
+            bootstrap=self.stack.bootstrap,
+            redis_url=self.stack.redis_url,
+            unique=f"chaos{self.options.seed}",
+            api_port=free_port(),
+            hook_url=self.receiver.url,
+            secret=self.secret,
+        )
+        # Production retry pacing: a lost replica or a Redis restart must not exhaust the
+        # attempts of a video before the part is back.
+        return with_sections(base, runtime={"retry_backoff_s": (1.0, 5.0, 30.0)})
+
+    def _configs(self, config: ServiceConfig) -> dict[str, Path]:
+        return {
+            name: dump_config(
+                with_sections(
+                    config, api={"port": port}, notify={"consumer_name": f"chaos-{name}"}
+                ),
+                self.root / f"service-{name}.yaml",
+            )
+            for name, port in self.ports.items()
+        }
+
+    async def _fire(self, action: Action) -> None:
+        services = self.services
+        assert services is not None
+        if action.kind == "kill":
+            await asyncio.to_thread(services.kill, "a")
+            services.start("a")
+            self.counts["kills"] += 1
+        elif action.kind == "replica":
+            if await _kill_replica(services, "ocr"):
+                self.counts["replica_kills"] += 1
+        elif action.kind == "broker":
+            await self.stack.bounce(self.stack.broker, self.rng.uniform(1.0, 3.0))
+            self.counts["broker_bounces"] += 1
+        elif action.kind == "redis":
+            await self.stack.bounce(self.stack.redis, self.rng.uniform(0.5, 2.0))
+            self.counts["redis_bounces"] += 1
+        elif action.kind == "join":
+            services.start("b")
+            await wait_healthy(self.ports["b"])  # then its consumer joins the group
+            self.joined_at = time.monotonic()
+            self.counts["rebalances"] += 1
+        elif action.kind == "leave" and "b" in services.processes:
+            # Leave only once the join's rebalance is over, so that b held partitions.
+            await asyncio.sleep(max(0.0, self.joined_at + self.session_s + 2 - time.monotonic()))
+            self.leave_exit_codes.append(await asyncio.to_thread(services.stop, "b"))
+            self.counts["rebalances"] += 1
+
+    async def close(self) -> None:
+        if self.services is not None:
+            await asyncio.to_thread(self.services.stop_all)
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                await self.store.close()
+        await self.receiver.stop()
+        await asyncio.to_thread(self.stack.stop)
+
+
+async def _kill_replica(services: ServiceSet, deployment: str) -> bool:
+    """SIGKILL one replica of ``deployment`` under service ``a`` (Serve starts a new one)."""
+    for _ in range(120):
+        process = services.processes.get("a")
+        replica = find_replica(process, deployment) if process is not None else None
+        if replica is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                replica.kill()
+                return True
+        await asyncio.sleep(0.5)
+    log.warning("no %s replica found to kill", deployment)
+    return False
+
+
+class _Progress:
+    """The share of all chunks the OCR stage got through, never going back (a restarted or
+    reset record counts what it had reached before)."""
+
+    def __init__(
+        self, store: RedisCheckpointStore, chunks: dict[str, int], services: ServiceSet
+    ) -> None:
+        self.store = store
+        self.chunks = chunks
+        self.services = services
+        self.best = dict.fromkeys(chunks, 0)
+        self.final: set[str] = set()
+
+    def share(self) -> float:
+        return sum(self.best.values()) / max(1, sum(self.chunks.values()))
+
+    async def reached(self, share: float, deadline: float) -> bool:
+        """Waits until ``share`` of the work is done; False once every video is final (or
+        the deadline passed) before that."""
+        while time.monotonic() < deadline:
+            self.services.restart_exited()
+            with contextlib.suppress(Exception):  # Redis may be down for a moment
+                await self._poll()
+            if len(self.final) == len(self.chunks):
+                return share <= 1.0
+            if self.share() >= share:
+                return True
+            await asyncio.sleep(0.5)
+        return False
+
+    async def _poll(self) -> None:
+        for video_id, total in self.chunks.items():
+            status = await self.store.get(video_id)
+            if status is None:
+                continue
+            if status.status in (VideoState.DONE, VideoState.FAILED):
+                self.final.add(video_id)
+                self.best[video_id] = total
+            else:
+                self.final.discard(video_id)
+                ocr = status.stages.get("ocr")
+                done = ocr.done if ocr is not None else 0
+                self.best[video_id] = min(total, max(self.best[video_id], done))
+
+
+async def _wait_webhooks(receiver: WebhookReceiver, ids: list[str], *, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        delivered = {h.video_id for h in receiver.received if h.type == "video.done"}
+        if delivered >= set(ids):
+            return
+        await asyncio.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    parser.add_argument("--videos", type=int, default=12)
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--replica-kills", type=int, default=None, help="default: kills/3, >=1")
+    parser.add_argument("--broker-bounces", type=int, default=None, help="default: kills/5, >=1")
+    parser.add_argument("--redis-bounces", type=int, default=None, help="default: kills/5, >=1")
+    parser.add_argument("--no-rebalance", action="store_true", help="no second consumer")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--timeout-s", type=float)
+    parser.add_argument("--json", type=Path, help="write the report here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    options = ChaosOptions(
+        videos=args.videos,
+        kills=args.kills,
+        replica_kills=_default(args.replica_kills, args.kills // 3),
+        broker_bounces=_default(args.broker_bounces, args.kills // 5),
+        redis_bounces=_default(args.redis_bounces, args.kills // 5),
+        rebalance=not args.no_rebalance,
+        seed=args.seed,
+        workdir=args.workdir,
+        timeout_s=args.timeout_s,
+    )
+    report = asyncio.run(run_chaos(options))
+    text = json.dumps(report, indent=2, sort_keys=True)
+    if args.json is not None:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0 if report["ok"] else 1
+
+
+def _default(given: int | None, derived: int) -> int:
+    return given if given is not None else max(1, derived)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

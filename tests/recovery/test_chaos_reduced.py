@@ -1,0 +1,37 @@
+"""The reduced crash soak (``bench.chaos``): 12 videos, 3 kill -9s of the service, one lost
+OCR replica, one broker restart, one Redis restart. Nothing lost, nothing doubled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.chaos import ChaosOptions, run_chaos
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(355)]
+
+
+async def test_reduced_soak(tmp_path: Path) -> None:
+    options = ChaosOptions(
+        videos=12,
+        kills=3,
+        replica_kills=1,
+        broker_bounces=1,
+        redis_bounces=1,
+        rebalance=False,  # tests/recovery/test_rebalance.py joins and leaves a consumer
+        seed=3,
+        workdir=tmp_path,
+        timeout_s=240,
+        max_seconds=10.0,
+    )
+    report = await run_chaos(options)
+
+    assert report["videos_done"] == report["videos"] == 12, report
+    assert report["missing_rows"] == 0, report
+    assert report["duplicate_rows"] == 0, report
+    assert report["lost_webhooks"] == 0, report
+    assert report["duplicate_webhook_ids"] == 0, report
+    assert report["kills"] == 3, report
+    assert report["redone_chunks"] <= report["redone_bound"], report
+    assert report["failures"] == [], report

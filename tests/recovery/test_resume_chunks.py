@@ -1,0 +1,121 @@
+"""kill -9 when a long video is ~90% through its model stages: the restart computes only the
+chunks that were not persisted yet, and the result is the same as an uninterrupted run."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench.chaos_verify import expected_timestamps_ms
+from checkpoint.base import VideoState, VideoStatus
+from checkpoint.redis_store import RedisCheckpointStore
+from service.embedded import free_port
+from service.receiver import WebhookReceiver
+from service.samples import Scene, write_video
+from tests.e2e.support import (
+    dump_config,
+    frame_keys,
+    kill_service,
+    publish,
+    service_config,
+    start_service,
+    stop_service,
+    upload_record,
+    wait_final,
+    webhook_secret,
+    with_sections,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(340)]
+
+SECONDS = 60
+VIDEO_FPS = 10
+SAMPLE_FPS = 2.0
+CHUNK_FRAMES = 2
+
+
+def _long_video(folder: Path) -> Path:
+    scenes = [
+        Scene(
+            lines=(f"SECTION {i}", "RESUME TEST"), seconds=SECONDS / 6, background=(240, 240, 235)
+        )
+        for i in range(6)
+    ]
+    return write_video(folder / "long.mp4", scenes, fps=VIDEO_FPS, size=(320, 240))
+
+
+async def _wait_persisted(
+    store: RedisCheckpointStore, video_id: str, at_least: int, *, timeout_s: float
+) -> VideoStatus:
+    """Polls closely so the kill lands before the last chunks finish."""
+    deadline = time.monotonic() + timeout_s
+    status: VideoStatus | None = None
+    while time.monotonic() < deadline:
+        status = await store.get(video_id)
+        if status is not None:
+            assert status.status is not VideoState.DONE, "the video ended before the kill"
+            assert status.status is not VideoState.FAILED, status.error_message
+            ocr = status.stages.get("ocr")
+            if ocr is not None and ocr.done >= at_least and status.chunks_processed >= at_least:
+                return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no progress to {at_least} chunks: {status}")
+
+
+async def test_restart_computes_only_the_remaining_chunks(
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str, unique: str
+) -> None:
+    secret = webhook_secret()
+    receiver = await WebhookReceiver(secret=secret).start()
+    config = with_sections(
+        service_config(
+            tmp_path,
+            bootstrap=kafka_bootstrap,
+            redis_url=redis_url,
+            unique=unique,
+            api_port=free_port(),
+            hook_url=receiver.url,
+            secret=secret,
+        ),
+        stages={"sample_fps": SAMPLE_FPS, "chunk_frames": CHUNK_FRAMES},
+    )
+    config_path = dump_config(config, tmp_path / "service.yaml")
+    path = _long_video(tmp_path / "videos")
+    expected = expected_timestamps_ms(SECONDS * VIDEO_FPS, VIDEO_FPS, SAMPLE_FPS)
+    total = -(-len(expected) // CHUNK_FRAMES)
+    assert total == 60
+    store = RedisCheckpointStore(config.redis)
+    log = tmp_path / "service.log"
+    ray_tmp = Path(f"/tmp/rs-{unique}")
+    process = start_service(config_path, secret, log, ray_tmp=ray_tmp)
+    try:
+        await publish(kafka_bootstrap, config.kafka.topic, [upload_record("long", path)])
+        at_kill = await _wait_persisted(store, "long", int(0.9 * total), timeout_s=240)
+        kill_service(process, ray_tmp=ray_tmp)
+
+        process = start_service(config_path, secret, log, ray_tmp=ray_tmp)
+        final = (await wait_final(store, ["long"], timeout_s=240))["long"]
+        assert final.status is VideoState.DONE, log.read_text()[-3000:]
+
+        in_flight = config.runtime.chunks_in_flight_per_video
+        assert final.chunks_total == total
+        # Everything persisted before the kill came back from the store, not from the models.
+        assert final.chunks_restored >= at_kill.chunks_processed >= 0.85 * total
+        # Only chunks in flight at the kill may have been computed twice.
+        assert final.chunks_processed - total <= in_flight
+        assert final.stages["ocr"].done == total
+
+        keys = frame_keys(Path(config.storage.lance_uri))
+        assert Counter(keys) == {("long", t): 1 for t in expected}
+        assert final.frames == len(expected)
+        assert not list((Path(config.storage.object_store_uri) / "chunks").rglob("*.json"))
+    finally:
+        stop_service(process, timeout_s=60, ray_tmp=ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+        await store.close()
+        await receiver.stop()

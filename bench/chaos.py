@@ -112,6 +112,7 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
     else:
         report["workdir"] = str(root)
+        (root / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return report
 
 

@@ -166,9 +166,11 @@ class _Soak:
             await asyncio.sleep(action.delay_s)
             log.info("%s at %.0f%% of the work", action.kind, 100 * tracker.share())
             await self._fire(action)
-        all_final = await tracker.reached(2.0, deadline)
-        await _wait_webhooks(self.receiver, sorted(videos), timeout_s=60 if all_final else 5)
-        services.stop_all()  # graceful: final commits; then the sinks are at rest
+        settled = await tracker.settled(deadline)
+        await _wait_webhooks(self.receiver, sorted(videos), timeout_s=60 if settled else 5)
+        # Graceful: final commits, then the sinks are at rest. In a thread, so that the
+        # receiver in this loop still answers deliveries made while the services drain.
+        await asyncio.to_thread(services.stop_all)
         report = await verify(
             config=config, expected=expected, store=self.store, hooks=self.receiver.received
         )
@@ -182,6 +184,8 @@ class _Soak:
         report["leave_exit_codes"] = self.leave_exit_codes
         if any(code != 0 for code in self.leave_exit_codes):
             report["failures"].append("a leaving service did not stop cleanly on SIGTERM")
+        if services.unexpected_exits:
+            report["failures"].append("a service exited on its own")
         report["seed"] = options.seed
         return report
 
@@ -281,15 +285,27 @@ class _Progress:
         """Waits until ``share`` of the work is done; False once every video is final (or
         the deadline passed) before that."""
         while time.monotonic() < deadline:
-            self.services.restart_exited()
-            with contextlib.suppress(Exception):  # Redis may be down for a moment
-                await self._poll()
+            await self._tick()
             if len(self.final) == len(self.chunks):
-                return share <= 1.0
+                return False
             if self.share() >= share:
                 return True
             await asyncio.sleep(0.5)
         return False
+
+    async def settled(self, deadline: float) -> bool:
+        """Waits until every video is final; False if the deadline passed first."""
+        while time.monotonic() < deadline:
+            await self._tick()
+            if len(self.final) == len(self.chunks):
+                return True
+            await asyncio.sleep(0.5)
+        return False
+
+    async def _tick(self) -> None:
+        await asyncio.to_thread(self.services.restart_exited)
+        with contextlib.suppress(Exception):  # Redis may be down for a moment
+            await self._poll()
 
     async def _poll(self) -> None:
         for video_id, total in self.chunks.items():

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import lance
 import psutil
@@ -97,7 +98,7 @@ async def publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
         await producer.stop()
 
 
-def upload_record(video_id: str, path: Path, **extra: str) -> tuple[bytes, bytes]:
+def upload_record(video_id: str, path: Path, **extra: Any) -> tuple[bytes, bytes]:
     event = VideoUploaded(video_id=video_id, uri=path.resolve().as_uri(), **extra)
     return video_id.encode(), event.to_bytes()
 

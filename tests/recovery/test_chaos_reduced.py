@@ -22,8 +22,8 @@ async def test_reduced_soak(tmp_path: Path) -> None:
         rebalance=False,  # tests/recovery/test_rebalance.py joins and leaves a consumer
         seed=3,
         workdir=tmp_path,
-        timeout_s=240,
-        max_seconds=10.0,
+        timeout_s=250,
+        max_seconds=8.0,
     )
     report = await run_chaos(options)
 

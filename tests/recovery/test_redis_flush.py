@@ -66,10 +66,14 @@ async def _wait_settled(
         statuses = await read_statuses(store, ids)
         final = all(s.status in (VideoState.DONE, VideoState.FAILED) for s in statuses.values())
         unrecorded = set(ids) - set(statuses)
-        if final and unrecorded <= _in_sinks(config):
+        lost = unrecorded - _in_sinks(config)
+        if final and not lost:
             return
         await asyncio.sleep(0.5)
-    raise AssertionError(f"not settled: { {v: s.status for v, s in statuses.items()} }")
+    raise AssertionError(
+        f"neither recorded nor in the sinks: {sorted(lost)}; "
+        f"records: { {v: s.status.value for v, s in statuses.items()} }"
+    )
 
 
 async def test_flushall_then_restart(

@@ -103,6 +103,11 @@ async def test_restart_computes_only_the_remaining_chunks(
         assert final.status is VideoState.DONE, log.read_text()[-3000:]
 
         in_flight = config.runtime.chunks_in_flight_per_video
+        print(  # shown with -s, and beside a failure
+            f"at the kill: ocr {at_kill.stages['ocr'].done}, persisted {at_kill.chunks_processed}"
+            f"; final: processed {final.chunks_processed}, restored {final.chunks_restored}"
+            f", total {final.chunks_total}"
+        )
         assert final.chunks_total == total
         # Everything persisted before the kill came back from the store, not from the models.
         assert final.chunks_restored >= at_kill.chunks_processed >= 0.85 * total

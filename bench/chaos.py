@@ -177,6 +177,7 @@ class _Soak:
         report.update(self.counts)
         disruptions = sum(self.counts.values())
         report["disruptions"] = disruptions
+        report["max_in_flight"] = config.kafka.max_in_flight
         report["redone_bound"] = disruptions * config.kafka.max_in_flight
         if report["redone_chunks"] > report["redone_bound"]:
             report["failures"].append("redone chunks above one per (disruption x video in flight)")

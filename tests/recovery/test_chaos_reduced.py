@@ -33,5 +33,7 @@ async def test_reduced_soak(tmp_path: Path) -> None:
     assert report["lost_webhooks"] == 0, report
     assert report["duplicate_webhook_ids"] == 0, report
     assert report["kills"] == 3, report
+    # At most one chunk computed twice per kill and video in flight.
+    assert report["redone_chunks"] <= report["kills"] * report["max_in_flight"], report
     assert report["redone_chunks"] <= report["redone_bound"], report
     assert report["failures"] == [], report

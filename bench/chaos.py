@@ -346,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    for noisy in ("aiokafka", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     options = ChaosOptions(
         videos=args.videos,
         kills=args.kills,

@@ -1,0 +1,1 @@
+"""One module per way of running the pipeline: sequential, Ray Data, reelsense streaming."""

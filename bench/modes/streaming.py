@@ -1,0 +1,240 @@
+"""reelsense streaming through Kafka: the embedded stack, the service in this process, events.
+
+    python -m bench.modes.streaming SPEC OUT
+
+Starts Tansu and redis-server, a local Ray, and ``ReelsenseService`` (stage pools on Ray
+Serve); processes a warm-up video (models loaded, consumer joined: the service is always on),
+then publishes the events of each phase at once and waits until every video is done. A phase
+is a group of videos published together: the measured burst, then optionally a video alone
+(latency at low load); the memory runs use a 10 s video, a 10 min video and a 200-event burst.
+
+Per video: published at (just before the send), done at (``finished_at`` of its checkpoint).
+Each replica's activity comes from the pools themselves (a broadcast), for the timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiokafka import AIOKafkaProducer
+
+from bench.modes.common import (
+    Activity,
+    ModeResult,
+    RunSpec,
+    VideoSpec,
+    now,
+    quiet_environment,
+    stage_overrides,
+)
+from checkpoint.base import VideoState
+from consumers.events import VideoUploaded
+from core.config import ServiceConfig
+from service.app import ReelsenseService
+from service.metrics import sample_values
+from service.raycluster import ray_connection
+from service.stack import EmbeddedStack
+
+_FINAL = (VideoState.DONE, VideoState.FAILED)
+_POOLS = ("ingest", "ocr", "embed")
+
+
+def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
+    setting = spec.setting
+    roots = sorted({str(Path(v.path).parent) for v in spec.videos})
+    for phase in setting.get("phases", []):
+        roots += sorted({str(Path(v["path"]).parent) for v in phase["videos"]})
+    if spec.warmup:
+        roots.append(str(Path(spec.warmup).parent))
+    pools = {
+        name: {**default, **setting.get("pools", {}).get(name, {})}
+        for name, default in {
+            "decode": {"num_cpus": 0.5},
+            "ocr": {"num_cpus": 0.5, "max_batch_size": 4},
+            "embed": {"num_cpus": 0.2, "max_batch_size": 8},
+        }.items()
+    }
+    base = ServiceConfig.load(
+        kafka={
+            "topic": "bench-uploads",
+            "group_id": "bench",
+            "max_in_flight": int(setting.get("max_in_flight", 4)),
+            "commit_interval_s": 0.5,
+        },
+        limits={"file_roots": tuple(sorted(set(roots)))},
+        stages=stage_overrides(
+            replace(spec, chunk_frames=setting.get("chunk_frames", spec.chunk_frames))
+        ),
+        ray={"num_cpus": int(setting.get("cpus", 2)), **pools},
+        storage={"writer_flush_s": float(setting.get("writer_flush_s", 0.2))},
+        runtime={
+            "chunks_in_flight_per_video": int(setting.get("chunks_per_video", 4)),
+            "chunks_in_flight": int(setting.get("chunks_in_flight", 16)),
+            "decode_ahead_chunks": int(setting.get("decode_ahead", 2)),
+            "metrics_port": 0,
+            "metrics_interval_s": 1.0,
+        },
+    )
+    return stack.config(base)
+
+
+def run(spec: RunSpec) -> ModeResult:
+    workdir = Path(spec.workdir)
+    with EmbeddedStack(workdir / "stack") as stack:
+        config = service_config(spec, stack)
+        with ray_connection(config, local=True):
+            return asyncio.run(_measure(spec, config))
+
+
+async def _measure(spec: RunSpec, config: ServiceConfig) -> ModeResult:
+    started = time.monotonic()
+    service = ReelsenseService(config)
+    await service.start()
+    running = asyncio.create_task(service.run())
+    producer = AIOKafkaProducer(bootstrap_servers=config.kafka.bootstrap, acks="all")
+    await producer.start()
+    try:
+        if spec.warmup:
+            warm = VideoSpec("warmup", spec.warmup, 0.0)
+            await _phase(service, producer, config.kafka.topic, [warm], timeout_s=600)
+        setup_s = time.monotonic() - started
+        phases = [("main", spec.videos)] + [
+            (p["name"], [VideoSpec(**v) for v in p["videos"]])
+            for p in spec.setting.get("phases", [])
+        ]
+        results: dict[str, dict[str, Any]] = {}
+        for name, videos in phases:
+            before = await _scrape(service)
+            submitted, done, frames = await _phase(
+                service, producer, config.kafka.topic, videos, timeout_s=3600
+            )
+            await asyncio.sleep(config.runtime.metrics_interval_s * 2.5)  # one more poll round
+            after = await _scrape(service)
+            results[name] = {
+                "submitted": submitted,
+                "done": done,
+                "frames": frames,
+                "start": min(submitted.values()),
+                "end": max(done.values()),
+                "rebalances": after.get("reelsense_consumer_rebalances_total", 0.0)
+                - before.get("reelsense_consumer_rebalances_total", 0.0),
+                "metrics": {k: v for k, v in after.items() if _reported(k)},
+            }
+        timeline = await _activity()
+    finally:
+        await producer.stop()
+        service.request_stop()
+        await asyncio.gather(running, return_exceptions=True)
+    main = results.pop("main")
+    return ModeResult(
+        mode=spec.mode,
+        setting=dict(spec.setting, phases=[p["name"] for p in spec.setting.get("phases", [])]),
+        window_start=main["start"],
+        window_end=main["end"],
+        submitted=main["submitted"],
+        done=main["done"],
+        frames=main["frames"],
+        setup_s=setup_s,
+        timeline=timeline,
+        extra={
+            "phases": results,
+            "rebalances": main["rebalances"],
+            "metrics": main["metrics"],
+            "metrics_url": service.metrics_url,
+        },
+    )
+
+
+async def _phase(
+    service: ReelsenseService,
+    producer: AIOKafkaProducer,
+    topic: str,
+    videos: list[VideoSpec],
+    *,
+    timeout_s: float,
+) -> tuple[dict[str, float], dict[str, float], int]:
+    """Publish one event per video at once; wait until each is done (or failed)."""
+    submitted: dict[str, float] = {}
+    sends = []
+    for video in videos:
+        event = VideoUploaded(video_id=video.video_id, uri=Path(video.path).as_uri())
+        submitted[video.video_id] = now()
+        sends.append(await producer.send(topic, event.to_bytes(), key=video.video_id.encode()))
+    await asyncio.gather(*sends)
+    done: dict[str, float] = {}
+    frames = 0
+    deadline = time.monotonic() + timeout_s
+    waiting = set(submitted)
+    while waiting:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(waiting)} videos not done in {timeout_s:.0f}s")
+        for video_id in sorted(waiting):
+            status = await service.store.get(video_id)
+            if status is None or status.status not in _FINAL:
+                continue
+            if status.status is VideoState.FAILED:
+                raise RuntimeError(
+                    f"{video_id} failed: {status.error_code}: {status.error_message}"
+                )
+            assert status.finished_at is not None
+            done[video_id] = status.finished_at.timestamp()
+            frames += status.frames
+            waiting.discard(video_id)
+        await asyncio.sleep(0.1)
+    return submitted, done, frames
+
+
+async def _scrape(service: ReelsenseService) -> dict[str, float]:
+    if service.metrics_url is None:
+        return {}
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.get(service.metrics_url)
+    return dict(sample_values(response.text))
+
+
+def _reported(name: str) -> bool:
+    return name.startswith(
+        (
+            "reelsense_stage_busy_fraction",
+            "reelsense_stage_replicas",
+            "reelsense_stage_frames_total",
+            "reelsense_stage_busy_seconds_total",
+            "reelsense_consumer_",
+            "reelsense_videos_total",
+        )
+    )
+
+
+async def _activity() -> list[Activity]:
+    """Every replica's working intervals, straight from the pools (a broadcast)."""
+    from ray import serve
+
+    from service.ray_pools import POOLS_APP
+
+    timeline: list[Activity] = []
+    for pool in _POOLS:
+        handle = serve.get_deployment_handle(pool, app_name=POOLS_APP)
+        for reply in await handle.broadcast("activity").results_async():
+            for snap in reply:
+                lane = f"{snap.stage}:{snap.replica[:6]}"
+                timeline.extend(
+                    Activity(lane, snap.stage, start, end, items)
+                    for _, start, end, items in snap.intervals
+                )
+    return timeline
+
+
+def main() -> None:
+    quiet_environment()
+    spec = RunSpec.from_json(Path(sys.argv[1]).read_text())
+    run(spec).write(Path(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+"""The pipeline benchmark: sequential vs Ray Data vs reelsense streaming, on the same videos.
+
+    python -m bench.pipeline [--quick] [--memory] --json OUT
+
+Writes OUT (JSON), OUT with .png (stage activity per replica over time, machine CPU below) and
+OUT with .md (the tables). Every mode runs in a process of its own, sampled from here for
+resident memory (summed over its process tree, Ray workers and the embedded broker included)
+and CPU.
+
+The bottleneck bound: every stage of every mode shares the same ``C`` cores, so a video costs
+``sum over stages of c_s`` CPU-seconds wherever it runs, and no schedule can finish more than
+``C / sum_s c_s`` videos per second. ``c_s`` is measured in this run: the sequential runner
+with one thread everywhere (``sequential_single``), process CPU time per stage. (With a
+dedicated core set per stage the bound would be ``min_s k_s / c_s`` instead; here nothing is
+dedicated.) efficiency = achieved videos per minute / bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from bench.modes.common import (
+    ModeResult,
+    RunSpec,
+    VideoSpec,
+    bench_videos,
+    quiet_environment,
+    repeated_video,
+)
+from bench.report import write_markdown, write_timeline
+from bench.sampler import TreeSampler
+from bench.summary import compare, summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Ray Data settings tried, every one reported. Per-actor CPUs stay fractional: with a whole
+# CPU per actor on 2 cores Ray Data waits for resources forever.
+RAYDATA_SETTINGS: dict[str, dict[str, Any]] = {
+    "rd-1x1-b8": {"frames_per_block": 8, "ocr_actors": 1, "ocr_batch": 8},
+    "rd-1x2-b8": {"frames_per_block": 8, "ocr_actors": 2, "ocr_cpus": 0.5, "ocr_batch": 8},
+    "rd-2x2-b4": {
+        "decode_actors": 2,
+        "decode_cpus": 0.4,
+        "frames_per_block": 4,
+        "ocr_actors": 2,
+        "ocr_cpus": 0.4,
+        "ocr_batch": 4,
+    },
+    "rd-video-blocks-t2": {
+        "frames_per_block": 64,
+        "decode_threads": 2,
+        "ocr_actors": 1,
+        "ocr_cpus": 0.9,
+        "ocr_threads": 2,
+        "ocr_batch": 32,
+    },
+    "rd-2x1-t2-b8": {
+        "decode_actors": 2,
+        "decode_cpus": 0.4,
+        "frames_per_block": 8,
+        "ocr_actors": 1,
+        "ocr_cpus": 0.9,
+        "ocr_threads": 2,
+        "ocr_batch": 8,
+    },
+}
+QUICK_RAYDATA = ("rd-1x2-b8",)
+
+# reelsense settings tried, every one reported: consumer in-flight videos, OCR replicas, chunk
+# size. "st-default" is the service's own configuration (pool CPUs aside: see streaming.py).
+_TWO_OCR = {"ocr": {"min_replicas": 2, "max_replicas": 2, "num_cpus": 0.4}}
+STREAMING_SETTINGS: dict[str, dict[str, Any]] = {
+    "st-default": {},
+    "st-ocr2": {"pools": _TWO_OCR},
+    "st-ocr2-mif2": {"pools": _TWO_OCR, "max_in_flight": 2},
+    "st-ocr2-mif2-c4": {"pools": _TWO_OCR, "max_in_flight": 2, "chunk_frames": 4},
+}
+QUICK_STREAMING = ("st-default",)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    quiet_environment()
+    out = Path(args.json).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    count = args.videos or (2 if args.quick else 8)
+    seconds = args.seconds or (6.0 if args.quick else 20.0)
+    size = tuple(int(x) for x in args.size.split("x"))
+    cache = Path(args.cache).resolve()
+    print(f"videos: {count} x {seconds:g} s {args.size} grain {args.grain:g} (cache {cache})")
+    videos = bench_videos(cache, count, seconds, size=size, grain=args.grain)  # type: ignore[arg-type]
+    warmup = bench_videos(cache, 1, 2.0, size=(640, 360), grain=0.0, prefix="warmup")[0].path
+    modes = set(args.modes.split(","))
+    raydata = (
+        args.raydata.split(",")
+        if args.raydata
+        else list(QUICK_RAYDATA if args.quick else RAYDATA_SETTINGS)
+    )
+    streaming = (
+        args.streaming.split(",")
+        if args.streaming
+        else list(QUICK_STREAMING if args.quick else STREAMING_SETTINGS)
+    )
+
+    work = Path(tempfile.mkdtemp(prefix="rs-bench-"))
+    base = RunSpec(mode="", workdir="", videos=videos, chunk_frames=args.chunk_frames)
+    report: dict[str, Any] = {
+        "machine": {"cores": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
+        "inputs": {
+            "videos": count,
+            "seconds": seconds,
+            "size": args.size,
+            "grain": args.grain,
+            "sample_fps": base.sample_fps,
+            "ocr_det_limit_side": base.ocr_det_limit_side,
+            "chunk_frames": base.chunk_frames,
+        },
+        "modes": {},
+    }
+    runs: dict[str, tuple[ModeResult, TreeSampler]] = {}
+    idle_deadline = time.monotonic() + args.idle_wait  # one budget for every wait of the run
+    try:
+        plan: list[tuple[str, str, RunSpec]] = [
+            ("sequential_single", "sequential", replace(base, threads="single", warmup=warmup)),
+        ]
+        if "sequential" in modes:
+            plan += [
+                ("sequential", "sequential", replace(base, threads="tuned", warmup=warmup)),
+                (
+                    "sequential_defaults",
+                    "sequential",
+                    replace(base, threads="defaults", warmup=warmup),
+                ),
+            ]
+        if "raydata" in modes:
+            plan += [
+                (f"raydata:{name}", "raydata", replace(base, setting=RAYDATA_SETTINGS[name]))
+                for name in raydata
+            ]
+        if "streaming" in modes:
+            for name in streaming:
+                setting = dict(STREAMING_SETTINGS.get(name, {}))
+                if not args.quick:  # the same first video again, alone: latency at low load
+                    alone = asdict(replace(videos[0], video_id="alone-0"))
+                    setting["phases"] = [{"name": "low_load", "videos": [alone]}]
+                plan.append(
+                    (
+                        f"streaming:{name}",
+                        "streaming",
+                        replace(base, setting=setting, warmup=warmup),
+                    )
+                )
+        if args.memory:
+            plan.append(("memory", "streaming", _memory_spec(base, cache, warmup, args.quick)))
+        for name, module, planned in plan:
+            spec = replace(planned, mode=name, workdir=str(work / name.replace(":", "-")))
+            idle = wait_until_idle(args.idle_busy, max(0.0, idle_deadline - time.monotonic()))
+            result, sampler = run_mode(module, spec, timeout_s=args.timeout)
+            runs[name] = (result, sampler)
+            report["modes"][name] = summarize(result, sampler)
+            report["modes"][name]["machine_busy_before"] = idle
+            print(f"{name}: {json.dumps(_headline(report['modes'][name]))}", flush=True)
+        compare(report, runs)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    write_timeline(out.with_suffix(".png"), runs, report)
+    write_markdown(out.with_suffix(".md"), report)
+    print(f"wrote {out}, {out.with_suffix('.png')}, {out.with_suffix('.md')}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", required=True, help="where to write the report")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 videos of 6 s, one Ray Data setting"
+    )
+    parser.add_argument("--memory", action="store_true", help="add the memory runs")
+    parser.add_argument("--videos", type=int, help="number of videos (8; quick: 2)")
+    parser.add_argument("--seconds", type=float, help="length of each video (20; quick: 6)")
+    parser.add_argument("--size", default="1280x720")
+    parser.add_argument("--grain", type=float, default=6.0)
+    parser.add_argument("--chunk-frames", type=int, default=8)
+    parser.add_argument("--modes", default="sequential,raydata,streaming")
+    parser.add_argument("--raydata", help="Ray Data settings to try (names, comma separated)")
+    parser.add_argument("--streaming", help="streaming settings to try (names, comma separated)")
+    parser.add_argument("--cache", default=str(ROOT / ".reelsense" / "bench" / "videos"))
+    parser.add_argument("--timeout", type=float, default=3600.0, help="per mode, seconds")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument(
+        "--idle-busy",
+        type=float,
+        default=0.25,
+        help="before each mode, wait until other work keeps the machine busy less than this",
+    )
+    parser.add_argument(
+        "--idle-wait", type=float, default=0.0, help="seconds of waiting allowed in all"
+    )
+    return parser
+
+
+def wait_until_idle(threshold: float, longest_s: float) -> float:
+    """Wait (at most ``longest_s``) until the machine's CPU busy fraction over 3 s, with no
+    mode running, is below ``threshold``; returns the last one measured."""
+    import psutil
+
+    deadline = time.monotonic() + longest_s
+    while True:
+        busy = float(psutil.cpu_percent(interval=3.0)) / 100
+        if busy < threshold or time.monotonic() >= deadline:
+            return round(busy, 3)
+        print(f"machine {busy:.0%} busy with other work, waiting", flush=True)
+        time.sleep(5)
+
+
+def _memory_spec(base: RunSpec, cache: Path, warmup: str, quick: bool) -> RunSpec:
+    """A 10 s video, then a 10 min one (the 10 s clip's content repeated, remuxed), then a
+    burst of 200 events of small videos; peak memory is taken per phase."""
+    short_s, repeats, burst = (10.0, 6, 20) if quick else (10.0, 60, 200)
+    short = bench_videos(cache, 1, short_s, prefix="memory")[0]
+    long_path = repeated_video(
+        Path(short.path), cache / f"memory-{short_s:g}s-x{repeats}.mp4", repeats
+    )
+    smalls = bench_videos(cache, 10, 2.0, size=(640, 360), grain=2.0, prefix="burst")
+    phases = [
+        {
+            "name": "long",
+            "videos": [asdict(VideoSpec("long-0", str(long_path), short_s * repeats))],
+        },
+        {
+            "name": "burst",
+            "videos": [
+                asdict(replace(smalls[i % len(smalls)], video_id=f"burst-{i}"))
+                for i in range(burst)
+            ],
+        },
+    ]
+    return replace(
+        base,
+        videos=[replace(short, video_id="short-0")],
+        setting={"phases": phases, "max_in_flight": 8},
+        warmup=warmup,
+    )
+
+
+def run_mode(module: str, spec: RunSpec, *, timeout_s: float) -> tuple[ModeResult, TreeSampler]:
+    work = Path(spec.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    spec_path, out_path, log_path = work / "spec.json", work / "result.json", work / "mode.log"
+    spec_path.write_text(spec.to_json())
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rsb-ray-"))  # short: Ray puts sockets there
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": str(ROOT)}
+    started = time.time()
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", f"bench.modes.{module}", str(spec_path), str(out_path)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        with TreeSampler(process.pid) as sampler:
+            try:
+                code = process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                code = process.wait()
+    sampler.kill_leftovers()
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    if code != 0 or not out_path.exists():
+        tail = log_path.read_text(errors="replace")[-3000:]
+        result = ModeResult(
+            mode=spec.mode,
+            setting=spec.setting,
+            window_start=started,
+            window_end=time.time(),
+            submitted={},
+            done={},
+            frames=0,
+            error=f"exit {code}: {tail}",
+        )
+        print(f"{spec.mode} failed (exit {code}); log tail:\n{tail}", file=sys.stderr)
+        return result, sampler
+    return ModeResult.read(out_path), sampler
+
+
+def _headline(summary: dict[str, Any]) -> dict[str, Any]:
+    keys = ("videos_per_min", "frames_per_s", "first_result_latency_s", "peak_rss_mb", "error")
+    return {k: summary[k] for k in keys if k in summary}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""The numbers of a benchmark run: per mode (throughput, latency, CPU, memory), then the bound,
+efficiency and the ratios the acceptance criteria name."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from bench.modes.common import ModeResult
+from bench.sampler import TreeSampler
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
+    """The numbers of one mode: throughput, latency, CPU, memory."""
+    if result.error:
+        return {"error": result.error, "setting": result.setting}
+    wall = max(1e-6, result.window_end - result.window_start)
+    latencies = [result.done[v] - result.submitted[v] for v in result.done]
+    cores = os.cpu_count() or 1
+    tree_cpu, busy = sampler.cpu_between(result.window_start, result.window_end)
+    videos = len(result.done)
+    summary: dict[str, Any] = {
+        "setting": result.setting,
+        "videos": videos,
+        "frames": result.frames,
+        "wall_s": round(wall, 3),
+        "videos_per_min": round(60 * videos / wall, 3),
+        "frames_per_s": round(result.frames / wall, 3),
+        "latency_p50_s": round(_percentile(latencies, 0.5), 3),
+        "latency_p95_s": round(_percentile(latencies, 0.95), 3),
+        "first_result_latency_s": round(
+            min(result.done.values()) - min(result.submitted.values()), 3
+        ),
+        "cpu_busy_fraction": round(busy, 3),
+        "tree_cpu_fraction": round(tree_cpu / (wall * cores), 3),
+        # Machine busy beyond this mode's own processes: other work sharing the cores.
+        "other_cpu_fraction": round(max(0.0, busy - tree_cpu / (wall * cores)), 3),
+        "peak_rss_mb": round(sampler.peak_rss_mb(), 1),
+        "window_peak_rss_mb": round(sampler.peak_rss_mb(result.window_start, result.window_end), 1),
+        "setup_s": round(result.setup_s, 2),
+    }
+    if result.stage_cpu_s:
+        summary["stage_cpu_s_per_video"] = {
+            stage: round(seconds / max(1, videos), 3)
+            for stage, seconds in result.stage_cpu_s.items()
+        }
+    extra = dict(result.extra)
+    phases = extra.pop("phases", {})
+    if phases:
+        summary["phases"] = {name: _phase_summary(phase, sampler) for name, phase in phases.items()}
+    for key in ("rebalances", "metrics", "job_wall_s"):
+        if key in extra:
+            summary[key] = extra[key]
+    return summary
+
+
+def _phase_summary(phase: dict[str, Any], sampler: TreeSampler) -> dict[str, Any]:
+    start, end = phase["start"], phase["end"]
+    latencies = [phase["done"][v] - phase["submitted"][v] for v in phase["done"]]
+    return {
+        "videos": len(phase["done"]),
+        "frames": phase["frames"],
+        "wall_s": round(end - start, 3),
+        "latency_p50_s": round(_percentile(latencies, 0.5), 3),
+        "latency_p95_s": round(_percentile(latencies, 0.95), 3),
+        "peak_rss_mb": round(sampler.peak_rss_mb(start, end), 1),
+        "rebalances": phase.get("rebalances"),
+        "metrics": phase.get("metrics", {}),
+    }
+
+
+def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSampler]]) -> None:
+    """The bound, efficiency and the ratios the acceptance criteria name."""
+    modes = report["modes"]
+    single = modes.get("sequential_single", {})
+    cores = os.cpu_count() or 1
+    per_stage = single.get("stage_cpu_s_per_video", {})
+    total = sum(per_stage.values())
+    bound = 60 * cores / total if total else 0.0
+    report["bound"] = {
+        "cpu_s_per_video": per_stage,
+        "total_cpu_s_per_video": round(total, 3),
+        "cores": cores,
+        "videos_per_min": round(bound, 3),
+        "formula": "cores * 60 / sum over stages of single-threaded CPU-s per video",
+    }
+    for summary in modes.values():
+        if "videos_per_min" in summary and bound:
+            summary["efficiency"] = round(summary["videos_per_min"] / bound, 3)
+
+    def best(prefix: str) -> tuple[str | None, dict[str, Any]]:
+        found = [
+            (name, s) for name, s in modes.items() if name.startswith(prefix) and "error" not in s
+        ]
+        if not found:
+            return None, {}
+        return max(found, key=lambda item: item[1]["videos_per_min"])
+
+    stream_name, stream = best("streaming")
+    rd_name, rd = best("raydata")
+    seq = modes.get("sequential", {})
+    seq_defaults = modes.get("sequential_defaults", {})
+    report["best_raydata"] = rd_name
+    report["best_streaming"] = stream_name
+
+    def ratio(a: dict[str, Any], b: dict[str, Any], key: str = "videos_per_min") -> float | None:
+        if key in a and b.get(key):
+            return round(float(a[key]) / float(b[key]), 3)
+        return None
+
+    report["efficiency"] = stream.get("efficiency")
+    report["speedup_vs_sequential"] = ratio(stream, seq)
+    report["speedup_vs_sequential_defaults"] = ratio(stream, seq_defaults)
+    report["speedup_vs_raydata"] = ratio(stream, rd)
+    report["first_result_vs_raydata"] = ratio(stream, rd, "first_result_latency_s")
+    low = stream.get("phases", {}).get("low_load")
+    if low and seq.get("videos"):
+        isolated = seq["wall_s"] / seq["videos"]  # tuned single process, one video at a time
+        report["low_load"] = {
+            "latency_s": low["latency_p50_s"],
+            "isolated_s": round(isolated, 3),
+            "ratio": round(low["latency_p50_s"] / isolated, 3),
+        }
+    memory = modes.get("memory", {})
+    if memory and "error" not in memory:
+        phases = memory.get("phases", {})
+        report["memory"] = {
+            "short_peak_rss_mb": memory.get("window_peak_rss_mb"),
+            "long_peak_rss_mb": phases.get("long", {}).get("peak_rss_mb"),
+            "burst_peak_rss_mb": phases.get("burst", {}).get("peak_rss_mb"),
+            "burst_videos": phases.get("burst", {}).get("videos"),
+            "burst_rebalances": phases.get("burst", {}).get("rebalances"),
+        }
+        short, long_ = report["memory"]["short_peak_rss_mb"], report["memory"]["long_peak_rss_mb"]
+        if short and long_:
+            report["memory"]["long_vs_short"] = round(long_ / short, 3)
+    report["acceptance"] = _acceptance(report)
+
+
+def _acceptance(report: dict[str, Any]) -> dict[str, Any]:
+    def check(value: float | None, target: float, *, at_most: bool = False) -> dict[str, Any]:
+        if value is None:
+            return {"value": None, "target": target, "met": None}
+        met = value <= target if at_most else value >= target
+        return {"value": value, "target": target, "met": met}
+
+    checks = {
+        "efficiency": check(report.get("efficiency"), 0.85),
+        "speedup_vs_raydata": check(report.get("speedup_vs_raydata"), 1.1),
+        "speedup_vs_sequential": check(report.get("speedup_vs_sequential"), 1.15),
+        "first_result_vs_raydata": check(report.get("first_result_vs_raydata"), 0.5, at_most=True),
+    }
+    if "low_load" in report:
+        checks["low_load_ratio"] = check(report["low_load"]["ratio"], 1.3, at_most=True)
+    memory = report.get("memory", {})
+    if memory.get("long_vs_short") is not None:
+        checks["memory_long_vs_short"] = check(memory["long_vs_short"], 1.15, at_most=True)
+    if memory.get("burst_rebalances") is not None:
+        checks["burst_rebalances"] = check(memory["burst_rebalances"], 0, at_most=True)
+    return checks

@@ -1,0 +1,125 @@
+"""``python -m bench.pipeline --quick`` end to end on tiny inputs: every mode runs, the report
+has its keys and sane values. No timing is asserted: the numbers belong in reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from bench.modes.common import repeated_video
+from bench.pipeline import main as bench_main
+from service.samples import write_long_video
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(1800)
+def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
+    out = tmp_path / "out" / "bench.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.pipeline",
+            "--quick",
+            "--videos",
+            "2",
+            "--seconds",
+            "3",
+            "--size",
+            "640x360",
+            "--chunk-frames",
+            "2",
+            "--cache",
+            str(tmp_path / "videos"),
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        check=True,
+        timeout=1700,
+    )
+    report = json.loads(out.read_text())
+    for key in (
+        "efficiency",
+        "speedup_vs_sequential",
+        "speedup_vs_sequential_defaults",
+        "speedup_vs_raydata",
+        "bound",
+        "acceptance",
+    ):
+        assert key in report, key
+    modes = report["modes"]
+    expected = {"sequential_single", "sequential", "sequential_defaults", "streaming:st-default"}
+    assert expected <= set(modes)
+    assert any(name.startswith("raydata:") for name in modes)
+    for name, summary in modes.items():
+        assert "error" not in summary, (name, summary.get("error"))
+        assert summary["videos"] == 2, name
+        assert summary["frames"] == 6, name  # 3 s at 1 frame/s, twice
+        assert summary["videos_per_min"] > 0
+        assert summary["first_result_latency_s"] > 0
+        assert summary["latency_p95_s"] >= summary["latency_p50_s"] > 0
+        assert summary["peak_rss_mb"] > 100  # models loaded: the tree was sampled
+        assert 0 <= summary["cpu_busy_fraction"] <= 1
+        assert summary["efficiency"] > 0
+    bound = report["bound"]
+    assert set(bound["cpu_s_per_video"]) >= {"decode", "ocr", "embed"}
+    assert bound["total_cpu_s_per_video"] > 0
+    assert bound["videos_per_min"] == pytest.approx(
+        60 * bound["cores"] / bound["total_cpu_s_per_video"], rel=0.01
+    )
+    assert report["speedup_vs_raydata"] > 0
+    assert report["efficiency"] == modes["streaming:st-default"]["efficiency"]
+    stream = modes["streaming:st-default"]
+    assert stream["rebalances"] == 0
+    assert stream["metrics"]['reelsense_stage_frames_total{stage="ocr"}'] >= 6
+    image = Image.open(out.with_suffix(".png"))
+    assert image.width == 1600
+    assert image.height > 200
+    table = out.with_suffix(".md").read_text()
+    assert "| sequential |" in table
+    assert "videos/min" in table
+
+
+def test_a_failing_mode_is_reported_not_fatal(tmp_path: Path) -> None:
+    """A video the pipeline refuses makes the sequential run fail; the report says so."""
+    cache = tmp_path / "videos"
+    cache.mkdir()
+    # Names the cache would use for the requested videos, filled with garbage.
+    for seed in range(1):
+        (cache / f"bench-1s-160x120-g0-{seed}.mp4").write_bytes(b"not a video")
+    (cache / "warmup-2s-640x360-g0-0.mp4").write_bytes(b"not a video either")
+    out = tmp_path / "bench.json"
+    code = bench_main(
+        [
+            "--videos", "1", "--seconds", "1", "--size", "160x120", "--grain", "0",
+            "--modes", "sequential", "--cache", str(cache), "--json", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert "error" in report["modes"]["sequential_single"]
+    assert report["efficiency"] is None
+    assert report["acceptance"]["efficiency"]["met"] is None
+    assert out.with_suffix(".md").read_text().count("failed") >= 1
+
+
+def test_repeated_video_plays_the_source_several_times(tmp_path: Path) -> None:
+    import av
+
+    source = write_long_video(tmp_path / "src.mp4", 2.0, size=(160, 96), grain=0.0, fps=10)
+    target = repeated_video(source.path, tmp_path / "long.mp4", 3)
+    with av.open(str(target)) as container:
+        stream = container.streams.video[0]
+        times = [float(f.time) for f in container.decode(stream) if f.time is not None]
+    assert len(times) == 60
+    assert times == sorted(times)
+    assert times[-1] == pytest.approx(5.9, abs=0.05)

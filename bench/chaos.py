@@ -9,8 +9,9 @@ with AOF, a webhook receiver), writes ``--videos`` sample videos of 2-20 s with 
 text, runs ``reelsense serve`` as a subprocess with its own local Ray and publishes one event
 per video. Disruptions fire at seeded moments, each once the service has got through a drawn
 share of the work (so every one hits work in flight): kill -9 of the service with everything
-it started, SIGKILL of one OCR Serve replica, a broker restart, a Redis SIGKILL and restart,
-and a second service process that joins the consumer group and later leaves on SIGTERM.
+it started (the next disruption waits until the restarted service answers again), SIGKILL of
+one OCR Serve replica, a broker restart, a Redis SIGKILL and restart, and a second service
+process that joins the consumer group and later leaves on SIGTERM.
 When every video is final, ``bench.chaos_verify`` checks the sinks, the webhooks, the
 checkpoints and the committed offsets. Exit code 1 when an invariant fails. Everything started
 is stopped by PID, also on failure.
@@ -132,6 +133,7 @@ class _Soak:
         self.leave_exit_codes: list[int | None] = []
         self.ports = {name: free_port() for name in ("a", "b")}
         self.joined_at = 0.0
+        self.start_s: list[float] = []  # from start to a healthy API, per (re)start
         self.session_s = 0.0
 
     async def run(self) -> dict[str, Any]:
@@ -187,6 +189,8 @@ class _Soak:
             report["failures"].append("a leaving service did not stop cleanly on SIGTERM")
         if services.unexpected_exits:
             report["failures"].append("a service exited on its own")
+        report["start_s_mean"] = round(sum(self.start_s) / max(1, len(self.start_s)), 1)
+        report["start_s_max"] = round(max(self.start_s, default=0.0), 1)
         report["seed"] = options.seed
         return report
 
@@ -222,6 +226,7 @@ class _Soak:
             await asyncio.to_thread(services.kill, "a")
             services.start("a")
             self.counts["kills"] += 1
+            await self._healthy("a")  # the next disruption meets a running service
         elif action.kind == "replica":
             if await _kill_replica(services, "ocr"):
                 self.counts["replica_kills"] += 1
@@ -233,7 +238,7 @@ class _Soak:
             self.counts["redis_bounces"] += 1
         elif action.kind == "join":
             services.start("b")
-            await wait_healthy(self.ports["b"])  # then its consumer joins the group
+            await self._healthy("b")  # then its consumer joins the group
             self.joined_at = time.monotonic()
             self.counts["rebalances"] += 1
         elif action.kind == "leave" and "b" in services.processes:
@@ -241,6 +246,16 @@ class _Soak:
             await asyncio.sleep(max(0.0, self.joined_at + self.session_s + 2 - time.monotonic()))
             self.leave_exit_codes.append(await asyncio.to_thread(services.stop, "b"))
             self.counts["rebalances"] += 1
+
+    async def _healthy(self, name: str) -> None:
+        """Waits for a started service's API; records how long the start took."""
+        started = time.monotonic()
+        try:
+            await wait_healthy(self.ports[name], timeout_s=300)
+        except AssertionError:
+            log.warning("service %s is not healthy after 300 s", name)
+            return
+        self.start_s.append(time.monotonic() - started)
 
     async def close(self) -> None:
         if self.services is not None:

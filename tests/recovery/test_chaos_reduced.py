@@ -22,7 +22,7 @@ async def test_reduced_soak(tmp_path: Path) -> None:
         rebalance=False,  # tests/recovery/test_rebalance.py joins and leaves a consumer
         seed=3,
         workdir=tmp_path,
-        timeout_s=250,
+        timeout_s=280,
         max_seconds=8.0,
     )
     report = await run_chaos(options)

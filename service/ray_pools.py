@@ -149,7 +149,7 @@ class ModelPool:
         self.process.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
         self._activity = StageActivity(stage, replica_name(stage))
 
-    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)
+    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)  # type: ignore[untyped-decorator]
     async def process(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
         chunks = [(await item.payload) if isinstance(item, ChunkTicket) else item for item in items]
         with self._activity.working(sum(len(chunk.frames) for chunk in chunks)):

@@ -289,10 +289,21 @@ async def corpus(
                 kafka_bootstrap, config.kafka.dead_letter_topic, len(EVENT_CASES)
             )
             api = f"http://127.0.0.1:{api_port}"
+            expected = {(w.partition, w.offset) for w in events.values()}
             async with httpx.AsyncClient(base_url=api, timeout=30) as client:
                 healthz = (await client.get("/healthz")).status_code
-                listed = await client.get("/v1/dead-letters", params={"limit": 500})
-                assert listed.status_code == 200, listed.text
+                # The listing reads the dead-letter topic as it stands: ask again until every
+                # dead letter published above shows (bounded), so a slow broker fetch is no miss.
+                for _ in range(20):
+                    listed = await client.get("/v1/dead-letters", params={"limit": 500})
+                    assert listed.status_code == 200, listed.text
+                    seen = {
+                        (d["data"].get("original_partition"), d["data"].get("original_offset"))
+                        for d in listed.json()["items"]
+                    }
+                    if expected <= seen:
+                        break
+                    await asyncio.sleep(1.0)
             yield CorpusRun(
                 topic=config.kafka.topic,
                 api=api,

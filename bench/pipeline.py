@@ -34,6 +34,7 @@ from bench.modes.common import (
     RunSpec,
     VideoSpec,
     bench_videos,
+    cores,
     quiet_environment,
     repeated_video,
 )
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="rs-bench-"))
     base = RunSpec(mode="", workdir="", videos=videos, chunk_frames=args.chunk_frames)
     report: dict[str, Any] = {
-        "machine": {"cores": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
+        "machine": {"cores": cores(), "loadavg_at_start": os.getloadavg()},
         "inputs": {
             "videos": count,
             "seconds": seconds,

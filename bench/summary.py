@@ -3,10 +3,10 @@ efficiency and the ratios the acceptance criteria name."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from bench.modes.common import ModeResult
+from bench.modes.common import cores as count_cores
 from bench.sampler import TreeSampler
 
 
@@ -26,7 +26,7 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
         return {"error": result.error, "setting": result.setting}
     wall = max(1e-6, result.window_end - result.window_start)
     latencies = [result.done[v] - result.submitted[v] for v in result.done]
-    cores = os.cpu_count() or 1
+    cores = count_cores()
     tree_cpu, busy = sampler.cpu_between(result.window_start, result.window_end)
     videos = len(result.done)
     summary: dict[str, Any] = {
@@ -83,7 +83,7 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
     """The bound, efficiency and the ratios the acceptance criteria name."""
     modes = report["modes"]
     single = modes.get("sequential_single", {})
-    cores = os.cpu_count() or 1
+    cores = count_cores()
     per_stage = single.get("stage_cpu_s_per_video", {})
     total = sum(per_stage.values())
     bound = 60 * cores / total if total else 0.0

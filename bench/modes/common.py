@@ -128,7 +128,7 @@ def bench_videos(
     if len(missing) == 1:
         _write_one(missing[0][0], seconds, size, grain, missing[0][1])
     elif missing:
-        with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+        with ProcessPoolExecutor(max_workers=min(2, cores())) as pool:
             futures = [
                 pool.submit(_write_one, path, seconds, size, grain, seed) for path, seed in missing
             ]
@@ -202,14 +202,14 @@ def local_config(spec: RunSpec, **stages: Any) -> ServiceConfig:
 def thread_counts(threads: str) -> dict[str, int]:
     """Library threads per setting: ``single`` (the cost measurement), ``tuned`` (every core
     of the machine), ``defaults`` (what the libraries pick on their own)."""
-    cores = os.cpu_count() or 1
+    count = cores()
     if threads == "single":
         return {"ocr_threads": 1, "embed_threads": 1, "decode_threads": 1}
     if threads == "tuned":
-        return {"ocr_threads": cores, "embed_threads": cores, "decode_threads": cores}
+        return {"ocr_threads": count, "embed_threads": count, "decode_threads": count}
     # onnxruntime's default pool (-1 in RapidOCR: onnxruntime picks, spinning threads),
     # torch's default (one thread per core); the decoder keeps its own rule.
-    return {"ocr_threads": -1, "embed_threads": cores, "decode_threads": 0}
+    return {"ocr_threads": -1, "embed_threads": count, "decode_threads": 0}
 
 
 @contextmanager
@@ -224,6 +224,11 @@ def decode_threads(count: int) -> Iterator[None]:
         yield
     finally:
         decode._MAX_THREADS = before
+
+
+def cores() -> int:
+    """CPUs this process may run on (a CPU set or ``taskset`` narrows them)."""
+    return len(os.sched_getaffinity(0)) or 1
 
 
 def quiet_environment() -> None:

@@ -28,6 +28,7 @@ from bench.modes.common import (
     Activity,
     ModeResult,
     RunSpec,
+    cores,
     decode_threads,
     local_config,
     now,
@@ -194,7 +195,7 @@ def run(spec: RunSpec) -> ModeResult:
     import ray
 
     setting = spec.setting
-    cpus = float(setting.get("cpus", os.cpu_count() or 1))
+    cpus = float(setting.get("cpus", cores()))
     config = local_config(
         spec,
         ocr_threads=int(setting.get("ocr_threads", 1)),

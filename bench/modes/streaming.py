@@ -29,6 +29,7 @@ from bench.modes.common import (
     ModeResult,
     RunSpec,
     VideoSpec,
+    cores,
     now,
     quiet_environment,
     stage_overrides,
@@ -71,7 +72,7 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
         stages=stage_overrides(
             replace(spec, chunk_frames=setting.get("chunk_frames", spec.chunk_frames))
         ),
-        ray={"num_cpus": int(setting.get("cpus", 2)), **pools},
+        ray={"num_cpus": int(setting.get("cpus", cores())), **pools},
         storage={"writer_flush_s": float(setting.get("writer_flush_s", 0.2))},
         runtime={
             "chunks_in_flight_per_video": int(setting.get("chunks_per_video", 4)),

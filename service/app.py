@@ -157,10 +157,26 @@ class ReelsenseService:
             await self._dispatcher.stop()
         if self._executor is not None:
             await self._executor.close()
+            if self._deploy and self.config.runtime.executor == "ray":
+                await asyncio.to_thread(_undeploy)
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
         await self.store.close()
+
+
+def _undeploy() -> None:
+    """What this process deployed on Serve goes with it; Serve itself too when nothing else
+    runs on it, so the next process starts it afresh (its own HTTP address)."""
+    from ray import serve
+
+    from service.api_serve import API_APP
+    from service.ray_pools import POOLS_APP
+
+    for name in (API_APP, POOLS_APP):
+        serve.delete(name)
+    if not serve.status().applications:
+        serve.shutdown()
 
 
 class _Handler:

@@ -193,6 +193,10 @@ async def test_service_metrics_endpoint_after_real_videos(
     finally:
         service.request_stop()
         await running
+    # What the service deployed left with it: its API address is free for the next one.
+    with pytest.raises(httpx.ConnectError):
+        async with httpx.AsyncClient(timeout=10) as client:
+            await client.get(f"http://127.0.0.1:{config.api.port}/healthz")
 
     def delta(name: str) -> float:
         return after.get(name, 0.0) - before.get(name, 0.0)

@@ -77,10 +77,7 @@ def _encode_frame(frame: Frame) -> dict[str, Any]:
         "index": frame.index,
         "timestamp_s": frame.timestamp_s,
         "keyframe": frame.keyframe,
-        "ocr_lines": [
-            {"text": line.text, "score": line.score, "box": [list(p) for p in line.box]}
-            for line in frame.ocr_lines
-        ],
+        "ocr_lines": [line.to_json() for line in frame.ocr_lines],
         "caption": frame.caption,
         "embedding": embedding,
     }
@@ -97,14 +94,7 @@ def _decode_frame(raw: dict[str, Any]) -> Frame:
         timestamp_s=float(raw["timestamp_s"]),
         image=None,
         keyframe=bool(raw["keyframe"]),
-        ocr_lines=[
-            OcrLine(
-                text=line["text"],
-                score=float(line["score"]),
-                box=tuple((float(x), float(y)) for x, y in line["box"]),
-            )
-            for line in raw["ocr_lines"]
-        ],
+        ocr_lines=[OcrLine.from_json(line) for line in raw["ocr_lines"]],
         caption=raw["caption"],
         embedding=embedding,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,6 +54,18 @@ class OcrLine:
     text: str
     score: float
     box: tuple[tuple[float, float], ...]  # polygon corners, pixel coordinates
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "score": float(self.score),
+            "box": [[float(x), float(y)] for x, y in self.box],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> OcrLine:
+        box = tuple((float(x), float(y)) for x, y in raw["box"])
+        return cls(text=str(raw["text"]), score=float(raw["score"]), box=box)
 
 
 @dataclass

@@ -78,7 +78,7 @@ class ReelsenseService:
             chunks=ChunkStore(
                 object_store_from_uri(config.storage.object_store_uri, config.storage)
             ),
-            pipeline_version=self.pipeline_version,
+            lineage=self.pipeline.lineage,
             settings=config.runtime,
         )
         self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor))

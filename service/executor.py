@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.records import Chunk, LocalVideo, VideoRef
-from sinks.base import VideoResult
+from sinks.base import EarlierResult, VideoResult
 from stages.decode import ResumePoint
 
 
@@ -60,8 +60,8 @@ class StageExecutor(ABC):
         ``StaleEpoch`` when a newer attempt owns the video."""
 
     @abstractmethod
-    async def written(self, video_id: str) -> tuple[str, int] | None:
-        """(pipeline version, frames) of the video's results the sinks hold, if any."""
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        """What the sinks hold of the video's latest result, if anything."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the executor holds."""

@@ -9,7 +9,7 @@ from core.config import ServiceConfig
 from core.records import Chunk, VideoRef
 from service.executor import ChunkTicket, IngestItem, StageExecutor
 from service.result_writer import FencedResultWriter
-from sinks.base import VideoResult
+from sinks.base import EarlierResult, VideoResult
 from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
 
@@ -54,8 +54,8 @@ class LocalExecutor(StageExecutor):
     async def write(self, result: VideoResult) -> None:
         await self._writer.write(result)
 
-    async def written(self, video_id: str) -> tuple[str, int] | None:
-        return await self._writer.written(video_id)
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        return await self._writer.earlier(video_id)
 
     async def close(self) -> None:
         for stage in self._pipeline.all_stages():

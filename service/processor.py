@@ -8,6 +8,10 @@ before the video checkpoint, and (by the consumer) the Kafka offset last.
 
 An attempt that finds chunks persisted by an earlier one takes them as they are and makes the
 decoder seek to the first unfinished chunk: a video 95% through resumes at 95%.
+
+A video done under an earlier pipeline version and processed again under a new one recomputes
+only the stages whose version changed (see ``stages.pipeline.Lineage``): the outputs of the
+others come from its earlier result, and when no image stage changed nothing is decoded at all.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable
-from dataclasses import replace
+from collections.abc import AsyncIterator, Awaitable, Collection
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,11 +30,12 @@ from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from core.config import RuntimeSettings
 from core.errors import PermanentError, ReelsenseError, RetryableError
-from core.records import Chunk, Frame, LocalVideo, VideoRef
-from service.executor import ChunkTicket, StageExecutor
+from core.records import Chunk, Frame, LocalVideo, ProbeInfo, VideoRef
+from service.executor import ChunkTicket, IngestItem, StageExecutor
 from service.metrics import PipelineMetrics
-from sinks.base import VideoResult
+from sinks.base import EarlierResult, VideoResult
 from stages.decode import ResumePoint
+from stages.pipeline import Lineage
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ class VideoProcessor:
         store: CheckpointStore,
         executor: StageExecutor,
         chunks: ChunkStore,
-        pipeline_version: str,
+        lineage: Lineage,
         settings: RuntimeSettings,
         metrics: PipelineMetrics | None = None,
     ) -> None:
@@ -56,7 +61,8 @@ class VideoProcessor:
         self._store = store
         self._executor = executor
         self._chunks = chunks
-        self._version = pipeline_version
+        self._lineage = lineage
+        self._version = lineage.version
         self._settings = settings
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
 
@@ -120,27 +126,40 @@ class VideoProcessor:
         return schedule[min(attempt, len(schedule) - 1)] if schedule else 0.0
 
     async def _run(self, ref: VideoRef, epoch: int, *, fresh: bool) -> None:
-        written = await self._executor.written(ref.video_id) if fresh else None
-        if written is not None and written[0] == self._version:
+        earlier = await self._executor.earlier(ref.video_id)
+        if fresh and earlier is not None and earlier.pipeline_version == self._version:
             # The checkpoint record is new but the sinks hold this version's results: Redis
             # lost its state after the video was done. Rebuild the record, do not recompute.
             log.warning("video %s: results found in the sinks, marking done", ref.video_id)
+            count = earlier.frame_count
             await self._store.mark_done(
                 ref.video_id,
                 epoch,
-                frames=written[1],
+                frames=count,
                 timings={},
-                outbox=self._outbox("video.done", ref, {"frames": written[1]}),
+                outbox=self._outbox("video.done", ref, {"frames": count}),
             )
             return
+        reuse = _Reuse.plan(self._lineage, ref, earlier, self._executor.image_stages)
+        if reuse.stages:
+            log.info(
+                "video %s: taking %s from its result under %s",
+                ref.video_id,
+                ", ".join(sorted(reuse.stages)),
+                earlier.pipeline_version if earlier else "-",
+            )
         started = time.monotonic()
         run = _VideoRun(ref, epoch, self._store, self._metrics)
         restored = await self._restore(run)
         video: LocalVideo | None = None
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
+        if reuse.needs_pixels(self._executor.image_stages):
+            items = self._executor.ingest(ref, _resume_point(restored))
+        else:
+            items = reuse.replay(ref)
         try:
-            async for item in self._executor.ingest(ref, _resume_point(restored)):
+            async for item in items:
                 if isinstance(item, LocalVideo):
                     video = item
                     run.timings[FETCH] = time.monotonic() - started
@@ -153,7 +172,7 @@ class VideoProcessor:
                 await per_video.acquire()
                 await self._chunk_slots.acquire()
                 self._metrics.chunk_started(item.frames)
-                tasks.append(asyncio.create_task(self._chunk(run, item, per_video)))
+                tasks.append(asyncio.create_task(self._chunk(run, item, per_video, reuse)))
             computed = await asyncio.gather(*tasks)
         except BaseException as exc:
             if isinstance(exc, PermanentError) and getattr(exc, "stage", None) is None:
@@ -178,6 +197,7 @@ class VideoProcessor:
             completed_at=datetime.now(UTC),
             timings=dict(run.timings),
             epoch=epoch,
+            stage_versions=self._lineage.versions,
         )
         await self._executor.write(result)
         await self._store.mark_done(
@@ -216,18 +236,21 @@ class VideoProcessor:
                 run.done[stage] = len(restored)
         return restored
 
-    async def _chunk(self, run: _VideoRun, ticket: ChunkTicket, slot: asyncio.Semaphore) -> Chunk:
+    async def _chunk(
+        self, run: _VideoRun, ticket: ChunkTicket, slot: asyncio.Semaphore, reuse: _Reuse
+    ) -> Chunk:
         try:
-            stages = self._executor.image_stages
-            outputs = await asyncio.gather(
-                *(
-                    run.timed(stage, self._executor.analyse(stage, ticket), ticket.frames)
-                    for stage in stages
-                )
+            image_stages = self._executor.image_stages
+            outputs = await self._analyse(
+                run, ticket, [s for s in image_stages if s not in reuse.stages]
             )
-            for stage in stages:
+            # Without any stage to run, the ticket is a chunk replayed from the earlier result.
+            chunk = reuse.fill(_merge(outputs) if outputs else ticket.payload)
+            if chunk is None:  # the earlier result lacks a frame of this chunk: compute it all
+                extra = await self._analyse(run, ticket, sorted(reuse.stages))
+                chunk = _merge([*outputs, *extra])
+            for stage in image_stages:
                 await run.stage_done(stage)
-            chunk = _merge(outputs)
             if self._executor.embeds:
                 chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
                 await run.stage_done(EMBED)
@@ -240,6 +263,16 @@ class VideoProcessor:
             self._metrics.chunk_finished(ticket.frames)
             slot.release()
             self._chunk_slots.release()
+
+    async def _analyse(
+        self, run: _VideoRun, ticket: ChunkTicket, stages: Collection[str]
+    ) -> list[Chunk]:
+        return await asyncio.gather(
+            *(
+                run.timed(stage, self._executor.analyse(stage, ticket), ticket.frames)
+                for stage in stages
+            )
+        )
 
     async def _fail(
         self, ref: VideoRef, epoch: int | None, error: ReelsenseError, *, stage: str | None
@@ -324,6 +357,62 @@ class _VideoRun:
             elapsed = time.monotonic() - started
             self.timings[stage] += elapsed
             self.metrics.stage_returned(stage, frames, elapsed, ok=ok)
+
+
+@dataclass(frozen=True)
+class _Reuse:
+    """Image stage outputs taken from a video's earlier result instead of computed again."""
+
+    stages: frozenset[str]  # the image stages whose outputs are taken
+    fields: tuple[str, ...]  # the ``Frame`` fields those stages fill
+    frames: dict[int, Frame]  # the earlier result's frames by index
+    probe: ProbeInfo | None
+    chunk_frames: int
+
+    @classmethod
+    def plan(
+        cls, lineage: Lineage, ref: VideoRef, earlier: EarlierResult | None, stages: Collection[str]
+    ) -> _Reuse:
+        reused: frozenset[str] = frozenset()
+        if earlier is not None and earlier.uri == ref.uri and earlier.probe is not None:
+            reused = lineage.reusable(earlier.stage_versions) & frozenset(stages)
+        return cls(
+            stages=reused,
+            fields=tuple(f for stage in sorted(reused) for f in lineage.fills[stage]),
+            frames={f.index: f for f in earlier.frames} if reused and earlier else {},
+            probe=earlier.probe if earlier else None,
+            chunk_frames=lineage.chunk_frames,
+        )
+
+    def needs_pixels(self, stages: Collection[str]) -> bool:
+        return not stages or bool(set(stages) - self.stages)
+
+    def fill(self, chunk: Chunk) -> Chunk | None:
+        """The chunk with the taken fields copied in; None if a frame is not in the earlier
+        result (the same sampling makes the same frames, so this is only a safeguard)."""
+        if not self.stages:
+            return chunk
+        frames: list[Frame] = []
+        for frame in chunk.frames:
+            found = self.frames.get(frame.index)
+            if found is None or round(found.timestamp_s, 3) != round(frame.timestamp_s, 3):
+                return None
+            frames.append(replace(frame, **{f: getattr(found, f) for f in self.fields}))
+        return replace(chunk, frames=frames)
+
+    async def replay(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
+        """The earlier result's frames as the decoder would chunk them, with no pixels: what
+        the ingest stream yields when no stage needs pixels."""
+        assert self.probe is not None
+        yield LocalVideo(ref=ref, path="", probe=self.probe)
+        ordered = [replace(f, embedding=None) for _, f in sorted(self.frames.items())]
+        size = self.chunk_frames
+        starts = range(0, len(ordered), size) if ordered else range(1)
+        for index, start in enumerate(starts):
+            frames = ordered[start : start + size]
+            last = start + size >= len(ordered)
+            chunk = Chunk(ref.video_id, index, frames, last=last)
+            yield ChunkTicket(ref.video_id, index, len(frames), last, chunk)
 
 
 def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:

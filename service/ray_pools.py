@@ -30,7 +30,7 @@ from core.records import Chunk, VideoRef
 from service.executor import ChunkTicket, IngestItem, StageExecutor
 from service.metrics import ActivitySnapshot, StageActivity, replica_name
 from service.result_writer import FencedResultWriter
-from sinks.base import VideoResult
+from sinks.base import EarlierResult, VideoResult
 from stages.base import Stage
 from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
@@ -183,8 +183,8 @@ class SinkWriterPool:
     async def write(self, result: VideoResult) -> None:
         await self._writer.write(result)
 
-    async def written(self, video_id: str) -> tuple[str, int] | None:
-        return await self._writer.written(video_id)
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        return await self._writer.earlier(video_id)
 
     async def __del__(self) -> None:
         await self._writer.close()
@@ -330,9 +330,9 @@ class RayExecutor(StageExecutor):
         except RayTaskError as exc:
             raise _cause(exc) from None
 
-    async def written(self, video_id: str) -> tuple[str, int] | None:
+    async def earlier(self, video_id: str) -> EarlierResult | None:
         try:
-            found: tuple[str, int] | None = await self._writer.written.remote(video_id)
+            found: EarlierResult | None = await self._writer.earlier.remote(video_id)
         except RayTaskError as exc:
             raise _cause(exc) from None
         return found

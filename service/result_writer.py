@@ -8,8 +8,9 @@ from checkpoint.base import VideoState
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from sinks.base import VideoResult
+from sinks.base import EarlierResult, VideoResult
 from sinks.lance import LanceSummarySink
+from sinks.object_store import ResultDocumentSink, earlier_result
 from sinks.writer import SinkWriter
 
 
@@ -26,6 +27,7 @@ class FencedResultWriter:
         self._writer = SinkWriter.from_settings(config.storage)
         self._store = RedisCheckpointStore(config.redis)
         self._summary = LanceSummarySink.from_settings(config.storage)
+        self._documents = ResultDocumentSink.from_settings(config.storage)
 
     async def write(self, result: VideoResult) -> None:
         if result.epoch is not None:
@@ -39,11 +41,23 @@ class FencedResultWriter:
                 )
         await asyncio.wrap_future(self._writer.submit(result))
 
-    async def written(self, video_id: str) -> tuple[str, int] | None:
-        """(pipeline version, frames) of what the sinks hold for the video, if anything."""
-        row = await asyncio.to_thread(self._summary.video_row, video_id)
-        return None if row is None else (str(row["pipeline_version"]), int(row["frames"]))
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        """What the sinks hold of the video's latest result, if anything."""
+        return await asyncio.to_thread(self._earlier, video_id)
+
+    def _earlier(self, video_id: str) -> EarlierResult | None:
+        row = self._summary.video_row(video_id)
+        if row is None:
+            return None
+        version, frames = str(row["pipeline_version"]), int(row["frames"])
+        # The summary is written last, so the document of its version is there too (unless
+        # removed by hand: then nothing is reused and the stages run again).
+        document = self._documents.read(str(row["tenant"]), video_id, version)
+        if document is None:
+            return EarlierResult(pipeline_version=version, frame_count=frames)
+        return earlier_result(document, frames)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.close)
+        await asyncio.to_thread(self._documents.close)
         await self._store.close()

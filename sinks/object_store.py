@@ -25,7 +25,8 @@ from botocore.config import Config
 
 from core.config import StorageSettings
 from core.errors import ReelsenseError
-from sinks.base import Sink, VideoResult
+from core.records import Frame, OcrLine, ProbeInfo
+from sinks.base import EarlierResult, Sink, VideoResult
 from sinks.errors import SinkRejected, SinkUnavailable
 
 DOCUMENT_SCHEMA = 1
@@ -305,6 +306,7 @@ def result_document(result: VideoResult) -> dict[str, Any]:
             "metadata": ref.metadata,
         },
         "pipeline_version": result.pipeline_version,
+        "stage_versions": dict(result.stage_versions),
         "completed_at": result.completed_at.isoformat(),
         "probe": asdict(result.probe),
         "frames": [
@@ -313,14 +315,7 @@ def result_document(result: VideoResult) -> dict[str, Any]:
                 "timestamp_s": float(frame.timestamp_s),
                 "keyframe": bool(frame.keyframe),
                 "ocr_text": frame.ocr_text,
-                "ocr_lines": [
-                    {
-                        "text": line.text,
-                        "score": float(line.score),
-                        "box": [[float(x), float(y)] for x, y in line.box],
-                    }
-                    for line in frame.ocr_lines
-                ],
+                "ocr_lines": [line.to_json() for line in frame.ocr_lines],
                 "caption": frame.caption,
                 "has_embedding": frame.embedding is not None,
             }
@@ -329,6 +324,28 @@ def result_document(result: VideoResult) -> dict[str, Any]:
         "text": result.text.split("\n") if result.text else [],
         "timings": {stage: float(seconds) for stage, seconds in result.timings.items()},
     }
+
+
+def earlier_result(document: dict[str, Any], frame_count: int) -> EarlierResult:
+    """A stored document read back as what a later run of the video may reuse."""
+    return EarlierResult(
+        pipeline_version=str(document["pipeline_version"]),
+        frame_count=frame_count,
+        uri=str(document["video"]["uri"]),
+        probe=ProbeInfo(**document["probe"]),
+        stage_versions=dict(document.get("stage_versions") or {}),
+        frames=[
+            Frame(
+                index=int(raw["index"]),
+                timestamp_s=float(raw["timestamp_s"]),
+                image=None,
+                keyframe=bool(raw["keyframe"]),
+                ocr_lines=[OcrLine.from_json(line) for line in raw["ocr_lines"]],
+                caption=str(raw["caption"]),
+            )
+            for raw in document["frames"]
+        ],
+    )
 
 
 def encode_document(document: dict[str, Any]) -> bytes:

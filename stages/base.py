@@ -30,6 +30,8 @@ class Stage(ABC, Generic[InT, OutT]):
     """One step of the pipeline."""
 
     name: ClassVar[str]
+    #: The ``Frame`` fields an image stage fills (what a later run may take from a result).
+    fills: ClassVar[tuple[str, ...]] = ()
     resources: Resources = Resources()
 
     def version_params(self) -> Mapping[str, object]:

@@ -71,6 +71,10 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         self._max_side = stages.max_side
         self._limits = limits
 
+    @property
+    def chunk_frames(self) -> int:
+        return self._chunk_frames
+
     def version_params(self) -> Mapping[str, object]:
         params: dict[str, object] = {
             "sample_mode": self._mode,

@@ -14,6 +14,7 @@ class OcrStage(Stage[Chunk, Chunk]):
     """Fills ``frame.ocr_lines`` for every frame that still has its pixels."""
 
     name = "ocr"
+    fills = ("ocr_lines",)
 
     def __init__(self, settings: StageSettings) -> None:
         self._settings = settings

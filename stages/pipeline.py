@@ -1,13 +1,18 @@
-"""The pipeline: which stages run, built from configuration, and its version.
+"""The pipeline: which stages run, built from configuration, and its versions.
 
-The pipeline version is a stable hash of the stage list, their parameters and model ids. A video
-done under version v is not redone for v; changing any stage's parameters makes a new version.
+Every stage has a version: a stable hash of its own parameters and model ids and of the
+versions of the stages it reads from (decode <- each image stage <- embed). The pipeline version
+is a hash of them all. A video done under version v is not redone for v; changing one stage's
+parameters changes the versions of that stage and of those after it that read its output, so a
+video re-processed under the new pipeline version recomputes only those stages and takes the
+outputs of the others from its earlier result (see ``Lineage``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,13 +51,54 @@ class Pipeline:
 
     @property
     def version(self) -> str:
-        """``v`` + 12 hex digits of a hash over every output-changing parameter."""
-        described = [
-            {"stage": stage.name, "params": dict(stage.version_params())}
-            for stage in self.all_stages()[1:]  # fetching does not change what is found
-        ]
-        blob = json.dumps(described, sort_keys=True, default=str).encode()
-        return "v" + hashlib.sha256(blob).hexdigest()[:12]
+        return self.lineage.version
+
+    @property
+    def lineage(self) -> Lineage:
+        """Stage versions (fetching does not change what is found, so it has none)."""
+        decode = _digest({"params": self.decode.version_params()})
+        versions = {self.decode.name: decode}
+        for stage in self.image_stages:
+            versions[stage.name] = _digest({"params": stage.version_params(), "reads": decode})
+        if self.embed is not None:
+            reads = {stage.name: versions[stage.name] for stage in self.image_stages}
+            versions[self.embed.name] = _digest(
+                {"params": self.embed.version_params(), "reads": reads}
+            )
+        return Lineage(
+            versions=versions,
+            fills={stage.name: stage.fills for stage in self.image_stages},
+            chunk_frames=self.decode.chunk_frames,
+        )
 
     def all_stages(self) -> list[Stage[Any, Any]]:
         return [self.fetch, self.decode, *self.image_stages, *([self.embed] if self.embed else [])]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What each stage's output depends on, to tell what an earlier result can give."""
+
+    versions: Mapping[str, str]  # stage -> version
+    fills: Mapping[str, tuple[str, ...]]  # image stage -> the ``Frame`` fields it fills
+    chunk_frames: int  # frames per chunk, part of the decode version
+
+    @property
+    def version(self) -> str:
+        """The pipeline version: ``v`` + 12 hex digits of a hash over every stage version."""
+        return "v" + _digest(self.versions)
+
+    def reusable(self, earlier: Mapping[str, str]) -> frozenset[str]:
+        """Image stages whose outputs in a result made with stage versions ``earlier`` are
+        what they would compute now. Nothing is, unless the same frames were sampled."""
+        decode = DecodeSampleStage.name
+        if not earlier or earlier.get(decode) != self.versions[decode]:
+            return frozenset()
+        return frozenset(
+            name for name in self.fills if earlier.get(name) == self.versions.get(name)
+        )
+
+
+def _digest(described: Mapping[str, Any]) -> str:
+    blob = json.dumps(described, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]

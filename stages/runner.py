@@ -57,13 +57,15 @@ class SequentialRunner:
                 frames.extend(self._enrich(chunk, timings).frames)
         finally:
             pipeline.fetch.release(video)
+        lineage = pipeline.lineage
         return VideoResult(
             ref=ref,
-            pipeline_version=pipeline.version,
+            pipeline_version=lineage.version,
             probe=video.probe,
             frames=frames,
             completed_at=datetime.now(UTC),
             timings=dict(timings),  # CPU seconds of this process per stage
+            stage_versions=lineage.versions,
         )
 
     def _enrich(self, chunk: Chunk, timings: dict[str, float]) -> Chunk:

@@ -19,6 +19,7 @@ class VlmStage(Stage[Chunk, Chunk]):
     """
 
     name = "vlm"
+    fills = ("caption",)
 
     def __init__(self, settings: StageSettings) -> None:
         if not settings.vlm_model:

@@ -4,10 +4,12 @@ chunk after a crash, fenced sink writes, and rebuilding a lost record from the s
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import lance
 import pytest
@@ -18,12 +20,15 @@ from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import ProbeInfo, VideoRef
+from models.embedding import resolve_model_path
 from service.local_executor import LocalExecutor
 from service.processor import VideoProcessor
 from service.samples import Scene, write_video
 from sinks.base import VideoResult
+from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import LocalObjectStore
 from stages.pipeline import Pipeline
+from tests.models.tiny_vlm import build_tiny_qwen2_vl
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +70,7 @@ def processor(
         store=store,
         executor=executor,
         chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
-        pipeline_version=Pipeline.from_config(config).version,
+        lineage=Pipeline.from_config(config).lineage,
         settings=config.runtime,
     )
 
@@ -121,7 +126,9 @@ async def test_results_of_a_stale_attempt_are_refused(
     with pytest.raises(StaleEpoch):
         await executor.write(result)
     await executor.write(VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=new.epoch))
-    assert await executor.written("fenced") == ("pv", 0)
+    earlier = await executor.earlier("fenced")
+    assert earlier is not None
+    assert (earlier.pipeline_version, earlier.frame_count) == ("pv", 0)
 
 
 async def test_a_lost_record_is_rebuilt_from_the_sinks(
@@ -142,3 +149,81 @@ async def test_a_lost_record_is_rebuilt_from_the_sinks(
     assert rebuilt.status is VideoState.DONE
     assert rebuilt.frames == done.frames
     assert rebuilt.chunks_processed == 0  # nothing was computed again
+
+
+def with_stages(config: ServiceConfig, **changes: object) -> ServiceConfig:
+    return config.model_copy(update={"stages": config.stages.model_copy(update=changes)})
+
+
+async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    scenes = [Scene(("ALPHA",), 1.0), Scene(("OMEGA",), 1.0)]
+    source = write_video(root / "versions.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef("versions", source.as_uri())
+    summaries = LanceSummarySink(f"{config.storage.lance_uri}")
+    frames = LanceFrameSink(f"{config.storage.lance_uri}")
+
+    async def run(
+        cfg: ServiceConfig, stage_executor: LocalExecutor
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        await processor(cfg, stage_executor, store).process(ref)
+        status = await store.get("versions")
+        assert status is not None
+        assert status.status is VideoState.DONE, status
+        assert status.pipeline_version == Pipeline.from_config(cfg).version
+        row = summaries.video_row("versions")
+        assert row is not None
+        return row, frames.frame_rows("versions", with_embedding=True)
+
+    first, first_frames = await run(config, executor)
+    assert {"ocr", "embed"} <= set(first["timings"])
+
+    # A VLM stage is added: decoding and OCR are unchanged, so OCR is taken from the first
+    # result; the VLM runs on freshly decoded pixels, and the embeddings read its captions.
+    vlm = build_tiny_qwen2_vl(root / "tiny-vlm")
+    with_vlm = with_stages(config, vlm_model=str(vlm), vlm_max_new_tokens=4)
+    vlm_executor = LocalExecutor(with_vlm)
+    try:
+        second, second_frames = await run(with_vlm, vlm_executor)
+    finally:
+        await vlm_executor.close()
+    assert "vlm" in second["timings"]
+    assert "ocr" not in second["timings"]
+    assert [f["ocr_text"] for f in second_frames] == [f["ocr_text"] for f in first_frames]
+    assert all(f["caption"] for f in second_frames)
+    assert {f["pipeline_version"] for f in second_frames} == {second["pipeline_version"]}
+    assert len(second_frames) == len(first_frames)
+
+    # Only the embedding model changes: nothing reads pixels, so nothing is decoded (the source
+    # is gone and the video still completes); OCR and captions come from the second result.
+    model = shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), root / "minilm-copy")
+    new_embedder = with_stages(with_vlm, embed_model=str(model))
+    source.unlink()
+    embed_executor = LocalExecutor(new_embedder)
+    try:
+        third, third_frames = await run(new_embedder, embed_executor)
+    finally:
+        await embed_executor.close()
+    assert set(third["timings"]) & {"ocr", "vlm"} == set()
+    assert "embed" in third["timings"]
+    assert [(f["ocr_text"], f["caption"]) for f in third_frames] == [
+        (f["ocr_text"], f["caption"]) for f in second_frames
+    ]
+    assert all(f["embedding"] is not None for f in third_frames if f["ocr_text"] or f["caption"])
+    assert (
+        len({first["pipeline_version"], second["pipeline_version"], third["pipeline_version"]}) == 3
+    )
+    assert sum(frame_keys(config, "versions").values()) == len(first_frames)
+
+
+def test_stage_versions_change_with_what_each_stage_reads(config: ServiceConfig) -> None:
+    base = Pipeline.from_config(config).lineage
+    ocr_changed = Pipeline.from_config(with_stages(config, ocr_min_score=0.9)).lineage
+    resampled = Pipeline.from_config(with_stages(config, sample_fps=3.0)).lineage
+    assert ocr_changed.reusable(base.versions) == frozenset()  # OCR is the only image stage
+    assert ocr_changed.versions["decode"] == base.versions["decode"]
+    assert ocr_changed.versions["embed"] != base.versions["embed"]  # it reads OCR's text
+    assert resampled.reusable(base.versions) == frozenset()
+    assert {resampled.versions[s] != base.versions[s] for s in base.versions} == {True}
+    assert base.reusable(base.versions) == frozenset({"ocr"})

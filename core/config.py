@@ -165,6 +165,9 @@ class RuntimeSettings(BaseSettings):
     chunks_in_flight_per_video: int = Field(default=4, ge=1)
     chunks_in_flight: int = Field(default=16, ge=1)  # across all videos of this process
     drain_timeout_s: float = 30.0  # on SIGTERM, how long in-flight videos may still finish
+    # Persist each chunk's outputs and record it done, so a restart resumes a video at its
+    # first unfinished chunk. Off (for measuring what they cost): a restart redoes the video.
+    chunk_checkpoints: bool = True
     # Chunks a video's decoder may run ahead of those the orchestration has taken: bounds the
     # pixels waiting in the object store whatever the length of the video.
     decode_ahead_chunks: int = Field(default=2, ge=1)

@@ -150,7 +150,8 @@ class VideoProcessor:
             )
         started = time.monotonic()
         run = _VideoRun(ref, epoch, self._store, self._metrics)
-        restored = await self._restore(run)
+        checkpoints = self._settings.chunk_checkpoints
+        restored = await self._restore(run) if checkpoints else {}
         video: LocalVideo | None = None
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
@@ -207,6 +208,8 @@ class VideoProcessor:
             timings=result.timings,
             outbox=self._outbox("video.done", ref, _done_data(result)),
         )
+        if not checkpoints:
+            return
         try:
             await asyncio.to_thread(self._chunks.delete_video, ref.video_id, self._version)
         except ReelsenseError as exc:  # only space is lost; the next run of the video skips it
@@ -254,10 +257,11 @@ class VideoProcessor:
             if self._executor.embeds:
                 chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
                 await run.stage_done(EMBED)
-            await asyncio.to_thread(self._chunks.put, self._version, chunk)
-            await self._store.mark_chunk(
-                run.ref.video_id, run.epoch, chunk.index, restored=False, total=run.total
-            )
+            if self._settings.chunk_checkpoints:
+                await asyncio.to_thread(self._chunks.put, self._version, chunk)
+                await self._store.mark_chunk(
+                    run.ref.video_id, run.epoch, chunk.index, restored=False, total=run.total
+                )
             return chunk
         finally:
             self._metrics.chunk_finished(ticket.frames)

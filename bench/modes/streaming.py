@@ -78,6 +78,7 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
             "chunks_in_flight_per_video": int(setting.get("chunks_per_video", 4)),
             "chunks_in_flight": int(setting.get("chunks_in_flight", 16)),
             "decode_ahead_chunks": int(setting.get("decode_ahead", 2)),
+            "chunk_checkpoints": bool(setting.get("chunk_checkpoints", True)),
             "metrics_port": 0,
             "metrics_interval_s": 1.0,
         },

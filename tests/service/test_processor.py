@@ -227,3 +227,33 @@ def test_stage_versions_change_with_what_each_stage_reads(config: ServiceConfig)
     assert resampled.reusable(base.versions) == frozenset()
     assert {resampled.versions[s] != base.versions[s] for s in base.versions} == {True}
     assert base.reusable(base.versions) == frozenset({"ocr"})
+
+
+async def test_without_chunk_checkpoints_nothing_is_persisted_per_chunk(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    path = write_video(root / "plain.mp4", [Scene(("PLAIN",), 2.0)], fps=10, size=(320, 240))
+    plain = config.model_copy(
+        update={"runtime": config.runtime.model_copy(update={"chunk_checkpoints": False})}
+    )
+    objects = root / "objects-plain"
+    work = VideoProcessor(
+        store=store,
+        executor=executor,
+        chunks=ChunkStore(LocalObjectStore(str(objects))),
+        lineage=Pipeline.from_config(plain).lineage,
+        settings=plain.runtime,
+    )
+    ref = VideoRef("plain", path.as_uri())
+    task = asyncio.create_task(work.process(ref))
+    while not task.done():
+        assert not objects.exists() or not list(objects.rglob("*.json"))
+        assert await store.chunks_done("plain") == set()
+        await asyncio.sleep(0.02)
+    await task
+    status = await store.get("plain")
+    assert status is not None
+    assert status.status is VideoState.DONE
+    assert status.frames == 4
+    assert status.chunks_processed == 0
+    assert sum(frame_keys(config, "plain").values()) == 4

@@ -1,7 +1,9 @@
 """Persisted chunk outputs: what the stages found in one chunk, kept until the video is done.
 
 A chunk's outputs are written here before the checkpoint records the chunk as done, so an
-attempt that resumes a video takes finished chunks from here instead of recomputing them.
+attempt that resumes a video takes finished chunks from here instead of recomputing them; the
+objects alone are enough (a chunk object exists only once complete), so chunks finished before
+Redis lost its state are found too.
 Keys are deterministic: ``chunks/{video_id}/{pipeline_version}/{index:06d}.json``.
 """
 
@@ -36,6 +38,16 @@ class ChunkStore:
     def get(self, video_id: str, pipeline_version: str, index: int) -> Chunk | None:
         data = self._objects.get_bytes(self.key(video_id, pipeline_version, index))
         return None if data is None else decode_chunk(data)
+
+    def indexes(self, video_id: str, pipeline_version: str) -> set[int]:
+        """Indexes of the chunks of the video persisted under the version."""
+        prefix = f"{PREFIX}/{video_id}/{pipeline_version}/"
+        found: set[int] = set()
+        for key in self._objects.list(prefix):
+            name = key[len(prefix) :].removesuffix(".json")
+            if name.isdigit():
+                found.add(int(name))
+        return found
 
     def delete_video(self, video_id: str, pipeline_version: str) -> int:
         """Remove every persisted chunk of the video; returns how many there were."""

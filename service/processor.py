@@ -210,15 +210,21 @@ class VideoProcessor:
         )
         if not checkpoints:
             return
+        await self._drop_chunks(ref.video_id)
+
+    async def _drop_chunks(self, video_id: str) -> None:
+        """Remove the video's persisted chunks once its outcome is final."""
         try:
-            await asyncio.to_thread(self._chunks.delete_video, ref.video_id, self._version)
-        except ReelsenseError as exc:  # only space is lost; the next run of the video skips it
-            log.warning("video %s: persisted chunks not removed: %s", ref.video_id, exc)
+            await asyncio.to_thread(self._chunks.delete_video, video_id, self._version)
+        except ReelsenseError as exc:  # only space is lost
+            log.warning("video %s: persisted chunks not removed: %s", video_id, exc)
 
     async def _restore(self, run: _VideoRun) -> dict[int, Chunk]:
         """Chunks an earlier attempt persisted, read back and recorded as restored."""
         video_id = run.ref.video_id
         indexes = await self._store.chunks_done(video_id)
+        # Chunks persisted but not recorded: the process died in between, or Redis lost them.
+        indexes |= await asyncio.to_thread(self._chunks.indexes, video_id, self._version)
         restored: dict[int, Chunk] = {}
         for index in sorted(indexes):
             chunk = await asyncio.to_thread(self._chunks.get, video_id, self._version, index)
@@ -295,6 +301,8 @@ class VideoProcessor:
                 {"error": {"code": error.code, "message": str(error)}, "stage": stage},
             ),
         )
+        if self._settings.chunk_checkpoints and epoch is not None:
+            await self._drop_chunks(ref.video_id)
 
     async def reject(self, ref: VideoRef, error: ReelsenseError) -> None:
         """Record a video that cannot even be started (an invalid event) as failed."""

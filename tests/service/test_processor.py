@@ -19,7 +19,7 @@ from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from core.records import ProbeInfo, VideoRef
+from core.records import Chunk, ProbeInfo, VideoRef
 from models.embedding import resolve_model_path
 from service.local_executor import LocalExecutor
 from service.processor import VideoProcessor
@@ -103,7 +103,8 @@ async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
     assert status is not None
     assert status.status is VideoState.DONE
     assert status.chunks_total == 8  # 16 frames at 2 fps, 2 per chunk
-    assert status.chunks_restored == len(persisted)
+    # Those recorded, and any persisted in the moment between its object and its record.
+    assert status.chunks_restored >= len(persisted)
     # Only what was in flight at the crash is computed twice.
     assert (
         status.chunks_processed - status.chunks_total <= config.runtime.chunks_in_flight_per_video
@@ -113,6 +114,53 @@ async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
     assert max(keys.values()) == 1
     assert await store.chunks_done("long") == set()
     assert not list((root / "objects").glob("chunks/long/**/*.json"))
+
+
+async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    scenes = [Scene((f"PAGE {i}",), 1.0) for i in range(6)]
+    path = write_video(root / "flushed.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef("flushed", path.as_uri())
+    first = asyncio.create_task(processor(config, executor, store).process(ref))
+    while len(await store.chunks_done("flushed")) < 3:
+        assert not first.done(), "the video finished before it could be interrupted"
+        await asyncio.sleep(0.05)
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    objects = root / "objects" / "chunks" / "flushed"
+    persisted = len(list(objects.rglob("*.json")))
+    assert persisted >= 3
+    await store._redis.delete(store.video_key("flushed"))  # the record and its chunk marks
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get("flushed")
+    assert status is not None
+    assert status.status is VideoState.DONE
+    assert status.chunks_restored == persisted
+    assert status.chunks_processed == status.chunks_total - persisted
+    assert sum(frame_keys(config, "flushed").values()) == status.frames == 12
+    assert not list(objects.rglob("*.json"))
+
+
+async def test_a_failed_video_leaves_no_persisted_chunks(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    # An earlier attempt persisted a chunk; then the source turns out to be unreadable.
+    (root / "gone.mp4").write_bytes(b"not a video at all")
+    ref = VideoRef("gone", (root / "gone.mp4").as_uri())
+    chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
+    version = Pipeline.from_config(config).version
+    chunks.put(version, Chunk("gone", 0, [], last=False))
+    assert chunks.indexes("gone", version) == {0}
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get("gone")
+    assert status is not None
+    assert status.status is VideoState.FAILED
+    assert chunks.indexes("gone", version) == set()
 
 
 async def test_results_of_a_stale_attempt_are_refused(

@@ -3,20 +3,16 @@ OCR replica, one broker restart, one Redis restart. Nothing lost, nothing double
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from bench.chaos import ChaosOptions, run_chaos
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(355),
-    # Its deadline does not yet hold on a loaded 2-core machine (10 of 12 done in one such run);
-    # it runs where REELSENSE_SOAK=1 until the soak is paced to fit CI.
-    pytest.mark.skipif(os.environ.get("REELSENSE_SOAK") != "1", reason="set REELSENSE_SOAK=1"),
-]
+# The deadline is for every video to become final; on an idle machine the soak ends well before
+# it (it stops as soon as every video is final), but every kill costs a service start (Ray, the
+# stage pools, the models) and a loaded 2-core machine stretches those.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 async def test_reduced_soak(tmp_path: Path) -> None:
@@ -29,7 +25,7 @@ async def test_reduced_soak(tmp_path: Path) -> None:
         rebalance=False,  # tests/recovery/test_rebalance.py joins and leaves a consumer
         seed=3,
         workdir=tmp_path,
-        timeout_s=280,
+        timeout_s=720,
         max_seconds=8.0,
     )
     report = await run_chaos(options)

@@ -82,19 +82,35 @@ def frame_keys(config: ServiceConfig, video_id: str) -> Counter[int]:
     return Counter(table["timestamp_ms"].to_pylist())
 
 
+async def interrupted(
+    root: Path,
+    video_id: str,
+    text: str,
+    seconds: int,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    store: RedisCheckpointStore,
+    *,
+    after: int,
+) -> VideoRef:
+    """A video of ``seconds`` one-second scenes, its processing stopped dead once ``after``
+    chunks are recorded (as if the process died there: nothing after that point happens)."""
+    scenes = [Scene((f"{text} {i}",), 1.0) for i in range(seconds)]
+    path = write_video(root / f"{video_id}.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef(video_id, path.as_uri())
+    first = asyncio.create_task(processor(config, executor, store).process(ref))
+    while len(await store.chunks_done(video_id)) < after:
+        assert not first.done(), "the video finished before it could be interrupted"
+        await asyncio.sleep(0.05)
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    return ref
+
+
 async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
     root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
 ) -> None:
-    scenes = [Scene((f"PART {i}",), 1.0) for i in range(8)]
-    path = write_video(root / "long.mp4", scenes, fps=10, size=(320, 240))
-    ref = VideoRef("long", path.as_uri())
-
-    first = asyncio.create_task(processor(config, executor, store).process(ref))
-    while len(await store.chunks_done("long")) < 4:
-        assert not first.done(), "the video finished before it could be interrupted"
-        await asyncio.sleep(0.05)
-    first.cancel()  # the process dies here: nothing after this point happens
-    await asyncio.gather(first, return_exceptions=True)
+    ref = await interrupted(root, "long", "PART", 8, config, executor, store, after=4)
     persisted = await store.chunks_done("long")
 
     await processor(config, executor, store).process(ref)
@@ -119,15 +135,7 @@ async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
 async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
     root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
 ) -> None:
-    scenes = [Scene((f"PAGE {i}",), 1.0) for i in range(6)]
-    path = write_video(root / "flushed.mp4", scenes, fps=10, size=(320, 240))
-    ref = VideoRef("flushed", path.as_uri())
-    first = asyncio.create_task(processor(config, executor, store).process(ref))
-    while len(await store.chunks_done("flushed")) < 3:
-        assert not first.done(), "the video finished before it could be interrupted"
-        await asyncio.sleep(0.05)
-    first.cancel()
-    await asyncio.gather(first, return_exceptions=True)
+    ref = await interrupted(root, "flushed", "PAGE", 6, config, executor, store, after=3)
     objects = root / "objects" / "chunks" / "flushed"
     persisted = len(list(objects.rglob("*.json")))
     assert persisted >= 3

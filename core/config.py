@@ -111,6 +111,10 @@ class StageSettings(BaseSettings):
     sample_fps: float = Field(default=1.0, gt=0)
     chunk_frames: int = Field(default=8, ge=1)
     max_side: int = Field(default=1280, ge=64)  # frames are downscaled so the long side fits
+    # FFmpeg threads per decoder. 1 spends the least CPU per frame, right when several videos
+    # decode at once; more shortens one video's decode on an idle machine; 0: one per core, 4
+    # at most. Speed only: not part of the pipeline version.
+    decode_threads: int = Field(default=1, ge=0)
     ocr_det_limit_side: int = 640
     ocr_min_score: float = 0.5
     ocr_threads: int = 1

@@ -28,6 +28,7 @@ class ChunkTicket:
     frames: int
     last: bool
     payload: Any
+    stream: str = ""  # the ingest stream it came from, where the executor needs to know
 
 
 IngestItem = LocalVideo | ChunkTicket
@@ -49,6 +50,9 @@ class StageExecutor(ABC):
     @abstractmethod
     async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
         """Run one image stage on a chunk; the returned chunk carries no pixels."""
+
+    def release(self, ticket: ChunkTicket) -> None:  # noqa: B027 - optional hook
+        """The image stages are done with the ticket's pixels (whatever their outcome)."""
 
     @abstractmethod
     async def embed(self, chunk: Chunk) -> Chunk:

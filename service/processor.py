@@ -250,14 +250,18 @@ class VideoProcessor:
     ) -> Chunk:
         try:
             image_stages = self._executor.image_stages
-            outputs = await self._analyse(
-                run, ticket, [s for s in image_stages if s not in reuse.stages]
-            )
-            # Without any stage to run, the ticket is a chunk replayed from the earlier result.
-            chunk = reuse.fill(_merge(outputs) if outputs else ticket.payload)
-            if chunk is None:  # the earlier result lacks a frame of this chunk: compute it all
-                extra = await self._analyse(run, ticket, sorted(reuse.stages))
-                chunk = _merge([*outputs, *extra])
+            try:
+                outputs = await self._analyse(
+                    run, ticket, [s for s in image_stages if s not in reuse.stages]
+                )
+                # Without any stage to run, the ticket is a chunk replayed from the earlier
+                # result.
+                chunk = reuse.fill(_merge(outputs) if outputs else ticket.payload)
+                if chunk is None:  # the earlier result lacks a frame of this chunk: compute all
+                    extra = await self._analyse(run, ticket, sorted(reuse.stages))
+                    chunk = _merge([*outputs, *extra])
+            finally:
+                self._executor.release(ticket)
             for stage in image_stages:
                 await run.stage_done(stage)
             if self._executor.embeds:

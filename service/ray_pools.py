@@ -16,6 +16,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any, cast
 
 import ray
@@ -58,15 +59,21 @@ class ChunkCredits:
 
     def __init__(self) -> None:
         self._granted: dict[str, int] = {}
+        self._released: dict[str, list[int]] = {}
         self._changed: dict[str, asyncio.Event] = {}
         self._closed: set[str] = set()
         self._closed_order: deque[str] = deque()
 
-    async def wait(self, key: str, count: int) -> bool:
-        """Until more than ``count`` chunks are granted; False once the caller has closed."""
+    async def wait(self, key: str, count: int) -> tuple[bool, list[int]]:
+        """Until more than ``count`` chunks are granted; then whether the caller is still
+        there, and the chunks whose pixels it no longer needs (since the last wait)."""
         while key not in self._closed and self._granted.get(key, 0) <= count:
             await self._changed.setdefault(key, asyncio.Event()).wait()
-        return key not in self._closed
+        return key not in self._closed, self._released.pop(key, [])
+
+    def release(self, key: str, index: int) -> None:
+        if key not in self._closed:
+            self._released.setdefault(key, []).append(index)
 
     def grant(self, key: str, total: int) -> None:
         if key not in self._closed:
@@ -75,6 +82,7 @@ class ChunkCredits:
 
     def close(self, key: str) -> None:
         self._granted.pop(key, None)
+        self._released.pop(key, None)
         self._closed.add(key)
         self._closed_order.append(key)
         if len(self._closed_order) > _CLOSED_KEPT:  # a late waiter of an old key is unlikely
@@ -101,10 +109,12 @@ class IngestPool:
             FETCH: StageActivity(FETCH, replica),
             DECODE: StageActivity(DECODE, replica),
         }
-        # Chunk refs this replica put, held until a while after the video's stream ends: a
-        # ref nested in a value a streaming call yields can otherwise be freed before the
-        # image stage reads it (Ray loses count of such borrowed refs).
-        self._held: dict[str, list[ray.ObjectRef[Any]]] = {}
+        # Chunk refs this replica put, held until the caller releases them (its image stages
+        # are done with the pixels) or a while after the video's stream ends: a ref nested in
+        # a value a streaming call yields can otherwise be freed before the image stage reads
+        # it (Ray loses count of such borrowed refs). Released refs go at once, so what is
+        # held stays bounded by the chunks in flight, whatever the length of the video.
+        self._held: dict[str, dict[int, ray.ObjectRef[Any]]] = {}
 
     async def ingest(
         self,
@@ -119,13 +129,18 @@ class IngestPool:
             video = (await asyncio.to_thread(self._fetch.process_batch, [ref]))[0]
         yield video
         hold = uuid.uuid4().hex
-        self._held[hold] = []
+        held: dict[int, ray.ObjectRef[Any]] = {}
+        self._held[hold] = held
         try:
             chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
             produced = 0
             while True:
-                if credits is not None and not await credits.wait.remote(key, produced):
-                    return
+                if credits is not None:
+                    still_wanted, released = await credits.wait.remote(key, produced)
+                    for index in released:
+                        held.pop(index, None)
+                    if not still_wanted:
+                        return
                 with self._activity[DECODE].working() as work:
                     chunk = await asyncio.to_thread(next, chunks, _END)
                     work.items = len(chunk.frames) if isinstance(chunk, Chunk) else 0
@@ -133,7 +148,7 @@ class IngestPool:
                     return
                 assert isinstance(chunk, Chunk)
                 ref_ = ray.put(chunk)
-                self._held[hold].append(ref_)
+                held[chunk.index] = ref_
                 produced += 1
                 yield ChunkTicket(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, ref_)
         finally:
@@ -142,6 +157,10 @@ class IngestPool:
 
     def activity(self, since: int = 0) -> list[ActivitySnapshot]:
         return [activity.snapshot(since) for activity in self._activity.values()]
+
+    def held(self) -> int:
+        """Chunk refs this replica holds (pixels in the object store kept for readers)."""
+        return sum(len(held) for held in self._held.values())
 
 
 class ModelPool:
@@ -291,10 +310,12 @@ class RayExecutor(StageExecutor):
         taken = 0
         try:
             async for item in stream:
-                yield item
-                if isinstance(item, ChunkTicket):
-                    taken += 1
-                    self._credits.grant.remote(key, taken + self._decode_ahead)
+                if not isinstance(item, ChunkTicket):
+                    yield item
+                    continue
+                yield replace(item, stream=key)
+                taken += 1
+                self._credits.grant.remote(key, taken + self._decode_ahead)
         except RayTaskError as exc:
             raise _cause(exc) from None
         finally:
@@ -316,6 +337,10 @@ class RayExecutor(StageExecutor):
         except RayTaskError as exc:
             raise _cause(exc) from None
         return result
+
+    def release(self, ticket: ChunkTicket) -> None:
+        if ticket.stream:
+            self._credits.release.remote(ticket.stream, ticket.index)
 
     async def embed(self, chunk: Chunk) -> Chunk:
         try:

@@ -69,6 +69,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         self._fps = stages.sample_fps
         self._chunk_frames = stages.chunk_frames
         self._max_side = stages.max_side
+        self._threads = stages.decode_threads or min(_MAX_THREADS, os.cpu_count() or 1)
         self._limits = limits
 
     @property
@@ -123,7 +124,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
             raise UnsupportedMedia("the file has no video stream", code="no_video_stream")
         stream.thread_type = "AUTO"
         # FFmpeg would start one thread per core of the node; a replica gets a few at most.
-        stream.codec_context.thread_count = min(_MAX_THREADS, os.cpu_count() or 1)
+        stream.codec_context.thread_count = self._threads
         if self._mode == "keyframes":
             stream.codec_context.skip_frame = "NONKEY"
         video_id = video.ref.video_id

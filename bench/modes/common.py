@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,7 +174,7 @@ def repeated_video(source: Path, target: Path, repeats: int) -> Path:
 
 
 def stage_overrides(
-    spec: RunSpec, *, ocr_threads: int = 1, embed_threads: int = 1
+    spec: RunSpec, *, ocr_threads: int = 1, embed_threads: int = 1, decode_threads: int = 1
 ) -> dict[str, Any]:
     return {
         "sample_fps": spec.sample_fps,
@@ -184,6 +182,7 @@ def stage_overrides(
         "chunk_frames": spec.chunk_frames,
         "ocr_threads": ocr_threads,
         "embed_threads": embed_threads,
+        "decode_threads": decode_threads,
     }
 
 
@@ -210,20 +209,6 @@ def thread_counts(threads: str) -> dict[str, int]:
     # onnxruntime's default pool (-1 in RapidOCR: onnxruntime picks, spinning threads),
     # torch's default (one thread per core); the decoder keeps its own rule.
     return {"ocr_threads": -1, "embed_threads": count, "decode_threads": 0}
-
-
-@contextmanager
-def decode_threads(count: int) -> Iterator[None]:
-    """Cap the decoder's FFmpeg threads (0: leave the stage's own rule)."""
-    import stages.decode as decode
-
-    before = decode._MAX_THREADS
-    if count:
-        decode._MAX_THREADS = count
-    try:
-        yield
-    finally:
-        decode._MAX_THREADS = before
 
 
 def cores() -> int:

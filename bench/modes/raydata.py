@@ -29,7 +29,6 @@ from bench.modes.common import (
     ModeResult,
     RunSpec,
     cores,
-    decode_threads,
     local_config,
     now,
     quiet_environment,
@@ -57,14 +56,13 @@ class _Spans:
 class DecodeUdf:
     """video rows -> frame rows, ``frames_per_block`` frames per output batch."""
 
-    def __init__(self, config_json: str, spans: str, frames_per_block: int, threads: int) -> None:
+    def __init__(self, config_json: str, spans: str, frames_per_block: int) -> None:
         config = ServiceConfig.model_validate_json(config_json)
         pipeline = Pipeline.from_config(config)
         self._fetch, self._decode = pipeline.fetch, pipeline.decode
         self._fetch.setup()
         self._decode.setup()
         self._per_block = frames_per_block
-        self._threads = threads
         self._spans = _Spans(spans, "decode")
 
     def __call__(self, batch: Batch) -> Iterator[Batch]:
@@ -72,15 +70,13 @@ class DecodeUdf:
             start = now()
             video = self._fetch.process_batch([VideoRef(video_id=str(video_id), uri=str(uri))])[0]
             pending: list[Frame] = []
-            with decode_threads(self._threads):
-                chunks = self._decode.stream(video)
-                for chunk in chunks:
-                    pending.extend(chunk.frames)
-                    while len(pending) >= self._per_block:
-                        block, pending = pending[: self._per_block], pending[self._per_block :]
-                        self._spans.add(start, len(block))
-                        yield _frames_batch(str(video_id), block)
-                        start = now()
+            for chunk in self._decode.stream(video):
+                pending.extend(chunk.frames)
+                while len(pending) >= self._per_block:
+                    block, pending = pending[: self._per_block], pending[self._per_block :]
+                    self._spans.add(start, len(block))
+                    yield _frames_batch(str(video_id), block)
+                    start = now()
             if pending:
                 self._spans.add(start, len(pending))
                 yield _frames_batch(str(video_id), pending)
@@ -200,6 +196,7 @@ def run(spec: RunSpec) -> ModeResult:
         spec,
         ocr_threads=int(setting.get("ocr_threads", 1)),
         embed_threads=int(setting.get("embed_threads", 1)),
+        decode_threads=int(setting.get("decode_threads", 1)),
     )
     config_json = config.model_dump_json()
     spans = Path(spec.workdir) / "spans"
@@ -237,7 +234,6 @@ def run(spec: RunSpec) -> ModeResult:
                 config_json,
                 str(spans),
                 int(setting.get("frames_per_block", spec.chunk_frames)),
-                int(setting.get("decode_threads", 1)),
             ),
             batch_size=1,
             concurrency=int(setting.get("decode_actors", 1)),

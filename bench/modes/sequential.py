@@ -21,7 +21,6 @@ from bench.modes.common import (
     Activity,
     ModeResult,
     RunSpec,
-    decode_threads,
     local_config,
     now,
     quiet_environment,
@@ -70,36 +69,33 @@ class _Timed:
 
 def run(spec: RunSpec) -> ModeResult:
     threads = thread_counts(spec.threads)
-    config = local_config(
-        spec, ocr_threads=threads["ocr_threads"], embed_threads=threads["embed_threads"]
-    )
+    config = local_config(spec, **threads)
     pipeline = Pipeline.from_config(config)
     runner = SequentialRunner(pipeline)
-    with decode_threads(threads["decode_threads"]):
-        started = time.monotonic()
-        runner.setup()
-        if spec.warmup:
-            runner.run_one(VideoRef(video_id="warmup", uri=Path(spec.warmup).as_uri()))
-        setup_s = time.monotonic() - started
-        timeline: list[Activity] = []
-        for stage in pipeline.all_stages():
-            _Timed(stage, "main", timeline)
-        cpu: dict[str, float] = defaultdict(float)
-        submitted: dict[str, float] = {}
-        done: dict[str, float] = {}
-        per_video_cpu: dict[str, float] = {}
-        frames = 0
-        window_start = now()
-        for video in spec.videos:
-            submitted[video.video_id] = window_start  # a batch: every video is there at once
-            ref = VideoRef(video_id=video.video_id, uri=Path(video.path).as_uri())
-            result = runner.run_one(ref)
-            done[video.video_id] = now()
-            frames += len(result.frames)
-            for stage_name, seconds in result.timings.items():
-                cpu[stage_name] += seconds
-            per_video_cpu[video.video_id] = sum(result.timings.values())
-        window_end = now()
+    started = time.monotonic()
+    runner.setup()
+    if spec.warmup:
+        runner.run_one(VideoRef(video_id="warmup", uri=Path(spec.warmup).as_uri()))
+    setup_s = time.monotonic() - started
+    timeline: list[Activity] = []
+    for stage in pipeline.all_stages():
+        _Timed(stage, "main", timeline)
+    cpu: dict[str, float] = defaultdict(float)
+    submitted: dict[str, float] = {}
+    done: dict[str, float] = {}
+    per_video_cpu: dict[str, float] = {}
+    frames = 0
+    window_start = now()
+    for video in spec.videos:
+        submitted[video.video_id] = window_start  # a batch: every video is there at once
+        ref = VideoRef(video_id=video.video_id, uri=Path(video.path).as_uri())
+        result = runner.run_one(ref)
+        done[video.video_id] = now()
+        frames += len(result.frames)
+        for stage_name, seconds in result.timings.items():
+            cpu[stage_name] += seconds
+        per_video_cpu[video.video_id] = sum(result.timings.values())
+    window_end = now()
     runner.teardown()
     return ModeResult(
         mode=spec.mode,

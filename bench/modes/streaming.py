@@ -70,7 +70,8 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
         },
         limits={"file_roots": tuple(sorted(set(roots)))},
         stages=stage_overrides(
-            replace(spec, chunk_frames=setting.get("chunk_frames", spec.chunk_frames))
+            replace(spec, chunk_frames=setting.get("chunk_frames", spec.chunk_frames)),
+            decode_threads=int(setting.get("decode_threads", 1)),
         ),
         ray={"num_cpus": int(setting.get("cpus", cores())), **pools},
         storage={"writer_flush_s": float(setting.get("writer_flush_s", 0.2))},

@@ -251,11 +251,17 @@ async def test_decoding_stays_a_few_chunks_ahead_of_the_caller(
         await asyncio.sleep(3.0)  # ample time to decode all 6 chunks, were it allowed
         # Two chunks decoded (the allowance): the one taken and one waiting to be taken.
         assert await decode_calls() - start == 2
+        # Each chunk is released as soon as it is taken (as if its image stages were done):
+        # the ingest replica then drops its pixels instead of holding every chunk of the video.
         tickets = [first]
+        executor.release(first)
         async for item in stream:
             assert isinstance(item, ChunkTicket)
             tickets.append(item)
+            executor.release(item)
         assert [t.index for t in tickets] == list(range(6))
         assert tickets[-1].last
+        held = await ingest.broadcast("held").results_async()
+        assert sum(held) <= config.runtime.decode_ahead_chunks + 1, held
     finally:
         await executor.close()

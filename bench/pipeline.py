@@ -85,6 +85,7 @@ STREAMING_SETTINGS: dict[str, dict[str, Any]] = {
     "st-ocr2": {"pools": _TWO_OCR},
     "st-ocr2-mif2": {"pools": _TWO_OCR, "max_in_flight": 2},
     "st-ocr2-mif2-c4": {"pools": _TWO_OCR, "max_in_flight": 2, "chunk_frames": 4},
+    "st-ocr2-dt2": {"pools": _TWO_OCR, "decode_threads": 2},
 }
 QUICK_STREAMING = ("st-default",)
 

@@ -19,6 +19,7 @@ class Sample:
     tree_cpu_s: float  # cumulative CPU of every process of the tree seen so far
     machine_busy: float  # machine CPU busy fraction since the previous sample (0..1)
     processes: int
+    cpu_by_name: dict[str, float] = field(default_factory=dict)  # cumulative, per process name
 
 
 @dataclass
@@ -34,6 +35,7 @@ class TreeSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tree-sampler", daemon=True)
         self._cpu_by_pid: dict[int, float] = {}
+        self._name_of: dict[int, str] = {}
         self._procs: dict[int, psutil.Process] = {}
 
     def __enter__(self) -> TreeSampler:
@@ -67,11 +69,17 @@ class TreeSampler:
                 with proc.oneshot():
                     rss += proc.memory_info().rss
                     times = proc.cpu_times()
+                    # A Ray worker takes its actor's title once given one: asked every time.
+                    self._name_of[proc.pid] = _label(proc)
                 self._cpu_by_pid[proc.pid] = times.user + times.system
                 self.pids.add(proc.pid)
         times = psutil.cpu_times()
         busy = _busy(self._last_times, times)
         self._last_times = times
+        by_name: dict[str, float] = {}
+        for pid, cpu in self._cpu_by_pid.items():
+            name = self._name_of.get(pid, "?")
+            by_name[name] = by_name.get(name, 0.0) + cpu
         self.samples.append(
             Sample(
                 t=time.time(),
@@ -79,6 +87,7 @@ class TreeSampler:
                 tree_cpu_s=sum(self._cpu_by_pid.values()),
                 machine_busy=busy,
                 processes=len(tree),
+                cpu_by_name=by_name,
             )
         )
 
@@ -101,6 +110,21 @@ class TreeSampler:
         busy = sum(s.machine_busy for s in inside) / len(inside)
         return cpu, busy
 
+    def cpu_by_name_between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds per process name (Ray workers by their actor or task) between two
+        times, largest first: where the tree's CPU went."""
+        inside = [s for s in self.samples if start <= s.t <= end]
+        if not inside:
+            return {}
+        before = [s for s in self.samples if s.t < start]
+        first = before[-1] if before else inside[0]
+        spent = {
+            name: cpu - first.cpu_by_name.get(name, 0.0)
+            for name, cpu in inside[-1].cpu_by_name.items()
+        }
+        ordered = sorted(spent.items(), key=lambda item: -item[1])
+        return {name: round(cpu, 2) for name, cpu in ordered if cpu >= 0.005}
+
     def kill_leftovers(self) -> int:
         """Kill, by PID, processes of the tree still alive (Ray workers left behind)."""
         killed = 0
@@ -113,6 +137,20 @@ class TreeSampler:
                     proc.kill()
                     killed += 1
         return killed
+
+
+def _label(proc: psutil.Process) -> str:
+    """A Ray worker's title names its actor (``ray::ServeReplica:app:ocr``); others their
+    executable, and for Python the module run with ``-m``."""
+    try:
+        cmdline = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return proc.name()
+    if cmdline and cmdline[0].startswith("ray::"):
+        return cmdline[0].split(".")[0][:60]
+    if "-m" in cmdline[:-1]:
+        return f"python -m {cmdline[cmdline.index('-m') + 1]}"
+    return proc.name()
 
 
 def _busy(before: psutil._common.scputimes, after: psutil._common.scputimes) -> float:

@@ -48,6 +48,7 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
         "peak_rss_mb": round(sampler.peak_rss_mb(), 1),
         "window_peak_rss_mb": round(sampler.peak_rss_mb(result.window_start, result.window_end), 1),
         "setup_s": round(result.setup_s, 2),
+        "cpu_s_by_process": sampler.cpu_by_name_between(result.window_start, result.window_end),
     }
     if result.stage_cpu_s:
         summary["stage_cpu_s_per_video"] = {

@@ -33,6 +33,10 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
     # Ray's socket paths must stay short: a private folder under the system temp dir.
     tmp = os.environ.get("RAY_TMPDIR") or tempfile.mkdtemp(prefix="reelsense-ray-")
     os.environ["RAY_TMPDIR"] = tmp
+    # Serve's controller loops every 0.1 s by default, a few percent of a core on a small
+    # machine; on one machine, reacting within half a second is enough. (Read by the processes
+    # that Ray starts from here; an explicit setting wins.)
+    os.environ.setdefault("RAY_SERVE_CONTROL_LOOP_INTERVAL_S", "0.5")
     ray.init(
         include_dashboard=False,
         num_cpus=config.ray.num_cpus,

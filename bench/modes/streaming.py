@@ -81,7 +81,7 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
             "decode_ahead_chunks": int(setting.get("decode_ahead", 2)),
             "chunk_checkpoints": bool(setting.get("chunk_checkpoints", True)),
             "metrics_port": 0,
-            "metrics_interval_s": 1.0,
+            "metrics_interval_s": float(setting.get("metrics_interval_s", 2.0)),
         },
     )
     return stack.config(base)

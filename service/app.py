@@ -173,10 +173,16 @@ def _undeploy() -> None:
     from service.api_serve import API_APP
     from service.ray_pools import POOLS_APP
 
-    for name in (API_APP, POOLS_APP):
-        serve.delete(name)
-    if not serve.status().applications:
-        serve.shutdown()
+    serve_log = logging.getLogger("ray.serve")
+    level = serve_log.level
+    serve_log.setLevel(logging.WARNING)  # not a line per deleted application on every stop
+    try:
+        for name in (API_APP, POOLS_APP):
+            serve.delete(name)
+        if not serve.status().applications:
+            serve.shutdown()
+    finally:
+        serve_log.setLevel(level)
 
 
 class _Handler:

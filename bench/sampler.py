@@ -101,11 +101,9 @@ class TreeSampler:
 
     def cpu_between(self, start: float, end: float) -> tuple[float, float]:
         """(tree CPU seconds, machine busy fraction) between two times."""
-        inside = [s for s in self.samples if start <= s.t <= end]
-        if not inside:
+        first, inside = self._window(start, end)
+        if first is None:
             return 0.0, 0.0
-        before = [s for s in self.samples if s.t < start]
-        first = before[-1] if before else inside[0]
         cpu = inside[-1].tree_cpu_s - first.tree_cpu_s
         busy = sum(s.machine_busy for s in inside) / len(inside)
         return cpu, busy
@@ -113,17 +111,24 @@ class TreeSampler:
     def cpu_by_name_between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds per process name (Ray workers by their actor or task) between two
         times, largest first: where the tree's CPU went."""
-        inside = [s for s in self.samples if start <= s.t <= end]
-        if not inside:
+        first, inside = self._window(start, end)
+        if first is None:
             return {}
-        before = [s for s in self.samples if s.t < start]
-        first = before[-1] if before else inside[0]
         spent = {
             name: cpu - first.cpu_by_name.get(name, 0.0)
             for name, cpu in inside[-1].cpu_by_name.items()
         }
         ordered = sorted(spent.items(), key=lambda item: -item[1])
         return {name: round(cpu, 2) for name, cpu in ordered if cpu >= 0.005}
+
+    def _window(self, start: float, end: float) -> tuple[Sample | None, list[Sample]]:
+        """The last sample before ``start`` (the baseline of cumulative counts; the first
+        inside when there is none) and the samples inside; (None, []) when none is inside."""
+        inside = [s for s in self.samples if start <= s.t <= end]
+        if not inside:
+            return None, []
+        before = [s for s in self.samples if s.t < start]
+        return (before[-1] if before else inside[0]), inside
 
     def kill_leftovers(self) -> int:
         """Kill, by PID, processes of the tree still alive (Ray workers left behind)."""

@@ -28,8 +28,12 @@ class ChunkStore:
         self._objects = objects
 
     @staticmethod
-    def key(video_id: str, pipeline_version: str, index: int) -> str:
-        return f"{PREFIX}/{video_id}/{pipeline_version}/{index:06d}.json"
+    def prefix(video_id: str, pipeline_version: str) -> str:
+        return f"{PREFIX}/{video_id}/{pipeline_version}/"
+
+    @classmethod
+    def key(cls, video_id: str, pipeline_version: str, index: int) -> str:
+        return f"{cls.prefix(video_id, pipeline_version)}{index:06d}.json"
 
     def put(self, pipeline_version: str, chunk: Chunk) -> None:
         key = self.key(chunk.video_id, pipeline_version, chunk.index)
@@ -41,7 +45,7 @@ class ChunkStore:
 
     def indexes(self, video_id: str, pipeline_version: str) -> set[int]:
         """Indexes of the chunks of the video persisted under the version."""
-        prefix = f"{PREFIX}/{video_id}/{pipeline_version}/"
+        prefix = self.prefix(video_id, pipeline_version)
         found: set[int] = set()
         for key in self._objects.list(prefix):
             name = key[len(prefix) :].removesuffix(".json")
@@ -51,7 +55,7 @@ class ChunkStore:
 
     def delete_video(self, video_id: str, pipeline_version: str) -> int:
         """Remove every persisted chunk of the video; returns how many there were."""
-        keys = self._objects.list(f"{PREFIX}/{video_id}/{pipeline_version}/")
+        keys = self._objects.list(self.prefix(video_id, pipeline_version))
         for key in keys:
             self._objects.delete(key)
         return len(keys)

@@ -208,12 +208,12 @@ class VideoProcessor:
             timings=result.timings,
             outbox=self._outbox("video.done", ref, _done_data(result)),
         )
-        if not checkpoints:
-            return
         await self._drop_chunks(ref.video_id)
 
     async def _drop_chunks(self, video_id: str) -> None:
         """Remove the video's persisted chunks once its outcome is final."""
+        if not self._settings.chunk_checkpoints:
+            return
         try:
             await asyncio.to_thread(self._chunks.delete_video, video_id, self._version)
         except ReelsenseError as exc:  # only space is lost
@@ -305,7 +305,7 @@ class VideoProcessor:
                 {"error": {"code": error.code, "message": str(error)}, "stage": stage},
             ),
         )
-        if self._settings.chunk_checkpoints and epoch is not None:
+        if epoch is not None:
             await self._drop_chunks(ref.video_id)
 
     async def reject(self, ref: VideoRef, error: ReelsenseError) -> None:

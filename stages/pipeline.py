@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,10 @@ class Pipeline:
     def version(self) -> str:
         return self.lineage.version
 
-    @property
+    @cached_property
     def lineage(self) -> Lineage:
-        """Stage versions (fetching does not change what is found, so it has none)."""
+        """Stage versions (fetching does not change what is found, so it has none). Computed
+        once: the stages' parameters are fixed when the pipeline is built."""
         decode = _digest({"params": self.decode.version_params()})
         versions = {self.decode.name: decode}
         for stage in self.image_stages:

@@ -1,0 +1,35 @@
+"""The benchmark's process-tree sampler: members found as they start, CPU counted per process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from bench.sampler import TreeSampler
+
+# A parent that starts, after a while, a child that burns one CPU-second, then waits for it.
+_PARENT = """
+import subprocess, sys, time
+time.sleep(0.5)
+burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass"
+subprocess.run([sys.executable, "-c", burn, "burner"], check=True)
+time.sleep(0.5)
+"""
+
+
+def test_a_child_started_later_is_found_and_its_cpu_counted() -> None:
+    process = subprocess.Popen([sys.executable, "-c", _PARENT])
+    started = time.time()
+    with TreeSampler(process.pid, period_s=0.05, discover_s=0.3) as sampler:
+        assert process.wait(timeout=30) == 0
+    ended = time.time()
+    assert max(s.processes for s in sampler.samples) == 2  # the child was found
+    assert len(sampler.pids) == 2
+    cpu, busy = sampler.cpu_between(started, ended)
+    # CPU times are cumulative: found late, the child still counts in full (all but what it
+    # burned after its last sample).
+    assert 0.85 <= cpu <= 2.0
+    assert busy > 0
+    by_name = sampler.cpu_by_name_between(started, ended)
+    assert abs(sum(by_name.values()) - cpu) < 0.05

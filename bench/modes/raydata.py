@@ -35,6 +35,7 @@ from bench.modes.common import (
 )
 from core.config import ServiceConfig
 from core.records import Chunk, Frame, OcrLine, VideoRef
+from service.raycluster import lighten_local_ray
 from stages.pipeline import Pipeline
 
 Batch = dict[str, Any]
@@ -210,6 +211,7 @@ def run(spec: RunSpec) -> ModeResult:
     )
     tmp = os.environ.get("RAY_TMPDIR") or str(Path(spec.workdir) / "ray")
     started = time.monotonic()
+    lighten_local_ray()  # the same local Ray settings as the service's
     ray.init(
         include_dashboard=False,
         num_cpus=int(cpus),

@@ -194,10 +194,15 @@ class ModelPool:
 
 
 class SinkWriterPool:
-    """The one writer of the Lance tables (a single replica): many videos per commit."""
+    """The one writer of the Lance tables (a single replica): many videos per commit. It is
+    also the ingress of the pools application: called, it names the stage pools it runs."""
 
-    def __init__(self, config_json: str) -> None:
+    def __init__(self, config_json: str, stages: list[str], *pools: DeploymentHandle[Any]) -> None:
         self._writer = FencedResultWriter(ServiceConfig.model_validate_json(config_json))
+        self._stages = stages  # ``pools`` are bound only so that Serve deploys them
+
+    def __call__(self) -> list[str]:
+        return self._stages
 
     async def write(self, result: VideoResult) -> None:
         await self._writer.write(result)
@@ -207,16 +212,6 @@ class SinkWriterPool:
 
     async def __del__(self) -> None:
         await self._writer.close()
-
-
-class PoolIndex:
-    """The ingress of the pools application: names the stage pools it runs."""
-
-    def __init__(self, stages: list[str], *pools: DeploymentHandle[Any]) -> None:
-        self._stages = stages  # ``pools`` are bound only so that Serve deploys them
-
-    def __call__(self) -> list[str]:
-        return self._stages
 
 
 def pools_application(config: ServiceConfig) -> Application:
@@ -237,9 +232,8 @@ def pools_application(config: ServiceConfig) -> Application:
         max_ongoing_requests=256,  # every waiting video joins the next commit
         ray_actor_options={"num_cpus": 0.05},
     )(SinkWriterPool)
-    pools.append(writer.bind(config_json))
-    index = serve.deployment(name="index", ray_actor_options={"num_cpus": 0})(PoolIndex)
-    return index.bind(names, *pools)
+    # The writer is the ingress: one process fewer than a deployment of its own for that.
+    return writer.bind(config_json, names, *pools)
 
 
 def _deployment_options(pool: PoolSettings, name: str) -> dict[str, Any]:
@@ -280,13 +274,13 @@ class RayExecutor(StageExecutor):
     @classmethod
     def deploy(cls, config: ServiceConfig) -> RayExecutor:
         """Deploy (or update) the pools application; returns once every pool runs."""
-        index = serve.run(
+        ingress = serve.run(
             pools_application(config),
             name=POOLS_APP,
             route_prefix=None,
             logging_config={"log_level": "WARNING"},
         )
-        stages = index.remote().result(timeout_s=120)
+        stages = ingress.remote().result(timeout_s=120)
         return cls(stages, decode_ahead=config.runtime.decode_ahead_chunks)
 
     @classmethod

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from core.records import Chunk, Frame, OcrLine
+from core.records import Chunk, Frame
 from sinks.object_store import ObjectStore
 
 PREFIX = "chunks"
@@ -89,14 +89,7 @@ def _encode_frame(frame: Frame) -> dict[str, Any]:
     if frame.embedding is not None:
         vector = np.asarray(frame.embedding, dtype="<f4")
         embedding = base64.b64encode(vector.tobytes()).decode()
-    return {
-        "index": frame.index,
-        "timestamp_s": frame.timestamp_s,
-        "keyframe": frame.keyframe,
-        "ocr_lines": [line.to_json() for line in frame.ocr_lines],
-        "caption": frame.caption,
-        "embedding": embedding,
-    }
+    return {**frame.to_json(), "embedding": embedding}
 
 
 def _decode_frame(raw: dict[str, Any]) -> Frame:
@@ -105,12 +98,4 @@ def _decode_frame(raw: dict[str, Any]) -> Frame:
         embedding = np.frombuffer(base64.b64decode(raw["embedding"]), dtype="<f4").astype(
             np.float32
         )
-    return Frame(
-        index=int(raw["index"]),
-        timestamp_s=float(raw["timestamp_s"]),
-        image=None,
-        keyframe=bool(raw["keyframe"]),
-        ocr_lines=[OcrLine.from_json(line) for line in raw["ocr_lines"]],
-        caption=raw["caption"],
-        embedding=embedding,
-    )
+    return Frame.from_json(raw, embedding=embedding)

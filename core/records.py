@@ -89,6 +89,29 @@ class Frame:
         """All text known about the frame: what is written in it, then what it shows."""
         return " ".join(part for part in (self.ocr_text, self.caption) if part)
 
+    def to_json(self) -> dict[str, Any]:
+        """Where the frame is and what the stages found in it, JSON-ready: no pixels and no
+        embedding (each store writes those its own way, if at all)."""
+        return {
+            "index": self.index,
+            "timestamp_s": float(self.timestamp_s),
+            "keyframe": bool(self.keyframe),
+            "ocr_lines": [line.to_json() for line in self.ocr_lines],
+            "caption": self.caption,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], embedding: Vector | None = None) -> Frame:
+        return cls(
+            index=int(raw["index"]),
+            timestamp_s=float(raw["timestamp_s"]),
+            image=None,
+            keyframe=bool(raw["keyframe"]),
+            ocr_lines=[OcrLine.from_json(line) for line in raw["ocr_lines"]],
+            caption=str(raw["caption"]),
+            embedding=embedding,
+        )
+
 
 @dataclass
 class Chunk:

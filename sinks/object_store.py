@@ -25,7 +25,7 @@ from botocore.config import Config
 
 from core.config import StorageSettings
 from core.errors import ReelsenseError
-from core.records import Frame, OcrLine, ProbeInfo
+from core.records import Frame, ProbeInfo
 from sinks.base import EarlierResult, Sink, VideoResult
 from sinks.errors import SinkRejected, SinkUnavailable
 
@@ -311,12 +311,8 @@ def result_document(result: VideoResult) -> dict[str, Any]:
         "probe": asdict(result.probe),
         "frames": [
             {
-                "index": frame.index,
-                "timestamp_s": float(frame.timestamp_s),
-                "keyframe": bool(frame.keyframe),
+                **frame.to_json(),
                 "ocr_text": frame.ocr_text,
-                "ocr_lines": [line.to_json() for line in frame.ocr_lines],
-                "caption": frame.caption,
                 "has_embedding": frame.embedding is not None,
             }
             for frame in sorted(result.frames, key=lambda f: (f.timestamp_s, f.index))
@@ -334,17 +330,7 @@ def earlier_result(document: dict[str, Any], frame_count: int) -> EarlierResult:
         uri=str(document["video"]["uri"]),
         probe=ProbeInfo(**document["probe"]),
         stage_versions=dict(document.get("stage_versions") or {}),
-        frames=[
-            Frame(
-                index=int(raw["index"]),
-                timestamp_s=float(raw["timestamp_s"]),
-                image=None,
-                keyframe=bool(raw["keyframe"]),
-                ocr_lines=[OcrLine.from_json(line) for line in raw["ocr_lines"]],
-                caption=str(raw["caption"]),
-            )
-            for raw in document["frames"]
-        ],
+        frames=[Frame.from_json(raw) for raw in document["frames"]],
     )
 
 

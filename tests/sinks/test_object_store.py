@@ -21,6 +21,7 @@ from sinks.object_store import (
     ResultDocumentSink,
     S3ObjectStore,
     document_key,
+    earlier_result,
     object_store_from_uri,
     s3_client,
 )
@@ -124,6 +125,14 @@ def test_result_document_is_deterministic_and_readable(store: ObjectStore) -> No
     assert doc["frames"][0]["has_embedding"] is True
     assert sink.read("acme", "vid-1", "v1") == doc
     assert sink.read("acme", "vid-1", "v9") is None
+    # Read back as an earlier result: every frame's findings as written, no pixels.
+    earlier = earlier_result(doc, frame_count=3)
+    assert earlier.probe == result.probe
+    found = [(f.index, f.timestamp_s, f.keyframe, f.ocr_lines, f.caption) for f in earlier.frames]
+    assert found == [
+        (f.index, f.timestamp_s, f.keyframe, f.ocr_lines, f.caption) for f in result.frames
+    ]
+    assert all(f.image is None and f.embedding is None for f in earlier.frames)
 
     sink.write([make_result("vid-1", frames=1, tenant="acme", version="v/2")])
     assert store.exists("results/acme/vid-1/v%2F2.json")

@@ -109,7 +109,13 @@ class StageSettings(BaseSettings):
 
     sample_mode: Literal["fps", "keyframes"] = "fps"
     sample_fps: float = Field(default=1.0, gt=0)
-    chunk_frames: int = Field(default=8, ge=1)
+    chunk_frames: int = Field(default=8, ge=1)  # sampled frames per chunk at most
+    # What one chunk may cost to decode, in megapixels decoded (width x height x frames decoded
+    # per sample): a chunk holds as many samples as fit, 1 to ``chunk_frames``, so a chunk of a
+    # 4K or 60 fps video costs about what one of 720p at 30 fps does. 240 keeps 8 samples per
+    # chunk at 720p 30 fps sampled once a second, 3 at 1080p, 1 at 4K 60 fps. None: always
+    # ``chunk_frames``.
+    chunk_decode_mpix: float | None = Field(default=240.0, gt=0)
     max_side: int = Field(default=1280, ge=64)  # frames are downscaled so the long side fits
     # FFmpeg threads per decoder. 1 spends the least CPU per frame, right when several videos
     # decode at once; more shortens one video's decode on an idle machine; 0: one per core, 4

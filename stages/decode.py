@@ -11,7 +11,10 @@ Sampling modes:
   is much cheaper; every key frame is a sample.
 
 Frames are turned upright (display matrix), downscaled so the long side is at most
-``max_side``, and handed out ``chunk_frames`` at a time; the final chunk has ``last=True``.
+``max_side``, and handed out in chunks; the final chunk has ``last=True``. A chunk's size
+follows a target cost: as many samples as fit in ``chunk_decode_mpix`` megapixels decoded, at
+most ``chunk_frames``. It is decided from the probe alone, so an attempt that resumes a video
+cuts its chunks exactly where the first attempt did.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import numpy as np
 from av.container import InputContainer
 
 from core.config import LimitSettings, StageSettings
-from core.records import Chunk, Frame, Image, LocalVideo
+from core.records import Chunk, Frame, Image, LocalVideo, ProbeInfo
 from stages.base import Resources, StreamingStage
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
 from stages.fetch import main_video_stream, open_container
@@ -68,6 +71,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         self._mode = stages.sample_mode
         self._fps = stages.sample_fps
         self._chunk_frames = stages.chunk_frames
+        self._chunk_mpix = stages.chunk_decode_mpix
         self._max_side = stages.max_side
         self._threads = stages.decode_threads or min(_MAX_THREADS, os.cpu_count() or 1)
         self._limits = limits
@@ -76,6 +80,20 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
     def chunk_frames(self) -> int:
         return self._chunk_frames
 
+    def chunk_size(self, probe: ProbeInfo) -> int:
+        """Sampled frames per chunk for a video: as many as fit in the decoding budget of one
+        chunk, between 1 and ``chunk_frames``."""
+        known_rate = math.isfinite(probe.fps) and probe.fps > 0
+        if self._chunk_mpix is None or probe.width <= 0 or probe.height <= 0:
+            return self._chunk_frames
+        decoded_per_sample = 1.0  # key frames: only the samples are decoded
+        if self._mode == "fps":
+            if not known_rate:  # no cost to go by
+                return self._chunk_frames
+            decoded_per_sample = max(1.0, probe.fps / self._fps)
+        per_sample = probe.width * probe.height * decoded_per_sample / 1e6
+        return max(1, min(self._chunk_frames, math.floor(self._chunk_mpix / per_sample)))
+
     def version_params(self) -> Mapping[str, object]:
         params: dict[str, object] = {
             "sample_mode": self._mode,
@@ -83,6 +101,8 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
             "max_side": self._max_side,
             "sampler_revision": SAMPLER_REVISION,
         }
+        if self._chunk_mpix is not None:
+            params["chunk_decode_mpix"] = self._chunk_mpix
         if self._mode == "fps":
             params["sample_fps"] = self._fps
         return params
@@ -135,6 +155,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         sampled = 0
         skip_until = -1.0
         reader = _FrameReader(container, stream, os.path.getsize(video.path))
+        size = self.chunk_size(video.probe)
         if resume is not None:
             chunk_index, sampled = resume.chunk_index, resume.sample_index
             skip_until = resume.after_s + _EPSILON_S
@@ -153,7 +174,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
                 )
             image = self._to_rgb(frame)
             # A full chunk waits for the next sample, so that the final one can say last=True.
-            if len(pending) == self._chunk_frames:
+            if len(pending) == size:
                 yield Chunk(video_id, chunk_index, pending, last=False)
                 chunk_index += 1
                 pending = []

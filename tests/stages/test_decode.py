@@ -12,7 +12,7 @@ import pytest
 
 from core.config import LimitSettings, StageSettings
 from core.errors import ReelsenseError
-from core.records import Chunk, LocalVideo, VideoRef
+from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef
 from service.samples import Scene, write_video
 from stages.decode import DecodeSampleStage
 from stages.errors import DecodeError, LimitExceeded
@@ -116,6 +116,25 @@ def test_chunks_and_last_flag(clip: Path) -> None:
     # An exact multiple ends on a full last chunk, not on an extra empty one.
     chunks = run(DecodeSampleStage(settings(sample_fps=1.0, chunk_frames=2), LIMITS), clip)
     assert [(len(c.frames), c.last) for c in chunks] == [(2, False), (2, True)]
+
+
+def test_chunk_size_follows_the_decoding_cost() -> None:
+    def probe(width: int, height: int, fps: float) -> ProbeInfo:
+        return ProbeInfo("mp4", "h264", width, height, fps, 60.0, 1, 0, 1)
+
+    stage = DecodeSampleStage(settings(sample_fps=1.0), LIMITS)  # 240 Mpix, at most 8
+    assert stage.chunk_size(probe(1280, 720, 30.0)) == 8  # 27.6 Mpix decoded per sample
+    assert stage.chunk_size(probe(1920, 1080, 30.0)) == 3  # 62.2
+    assert stage.chunk_size(probe(1280, 720, 60.0)) == 4  # 55.3
+    assert stage.chunk_size(probe(3840, 2160, 60.0)) == 1  # 498: never less than one
+    assert stage.chunk_size(probe(320, 180, 25.0)) == 8  # cheap: capped at chunk_frames
+    # A probe without a frame rate or size keeps the plain count.
+    assert stage.chunk_size(probe(3840, 2160, 0.0)) == 8
+    assert stage.chunk_size(probe(0, 0, 30.0)) == 8
+    keyframes = DecodeSampleStage(settings(sample_mode="keyframes"), LIMITS)
+    assert keyframes.chunk_size(probe(3840, 2160, 60.0)) == 8  # only the samples are decoded
+    plain = DecodeSampleStage(settings(chunk_decode_mpix=None, chunk_frames=5), LIMITS)
+    assert plain.chunk_size(probe(3840, 2160, 60.0)) == 5
 
 
 def test_process_batch_runs_several_videos(clip: Path) -> None:
@@ -225,8 +244,13 @@ def test_version_params() -> None:
         "chunk_frames": 4,
         "max_side": 640,
         "sampler_revision": 1,
+        "chunk_decode_mpix": 240.0,
     }
     assert "sample_fps" not in key.version_params()
+    budget = DecodeSampleStage(
+        settings(sample_fps=2.0, chunk_frames=4, max_side=640, chunk_decode_mpix=100), LIMITS
+    )
+    assert budget.version_params() != fps.version_params()
     other = DecodeSampleStage(settings(sample_fps=1.0, chunk_frames=4, max_side=640), LIMITS)
     assert other.version_params() != fps.version_params()
     assert fps.name == "decode"

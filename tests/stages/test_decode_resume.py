@@ -19,13 +19,21 @@ def resume_after(chunk: Chunk) -> ResumePoint:
 
 
 @pytest.mark.parametrize(
-    ("mode", "gop"), [("fps", 12), ("fps", 250), ("keyframes", 5)], ids=["gop12", "gop250", "key"]
+    ("mode", "gop", "mpix", "size"),
+    [("fps", 12, None, 3), ("fps", 250, None, 3), ("keyframes", 5, None, 3), ("fps", 12, 1.5, 2)],
+    ids=["gop12", "gop250", "key", "budget"],
 )
-def test_resumed_chunks_equal_the_uninterrupted_ones(tmp_path: Path, mode: str, gop: int) -> None:
+def test_resumed_chunks_equal_the_uninterrupted_ones(
+    tmp_path: Path, mode: str, gop: int, mpix: float | None, size: int
+) -> None:
     path = media.write_clip(tmp_path / "clip.mp4", seconds=8.0, fps=25, gop=gop)
-    stage = DecodeSampleStage(settings(sample_mode=mode, sample_fps=2.0, chunk_frames=3), LIMITS)
+    stage = DecodeSampleStage(
+        settings(sample_mode=mode, sample_fps=2.0, chunk_frames=3, chunk_decode_mpix=mpix), LIMITS
+    )
     full = list(stage.stream(local(path)))
     assert len(full) >= 3
+    # 320x180 at 25 fps sampled twice a second: 0.72 megapixels decoded per sample.
+    assert {len(c.frames) for c in full[:-1]} == {size}
     for cut in range(len(full) - 1):
         resumed = list(stage.stream_from(local(path), resume_after(full[cut])))
         assert [c.index for c in resumed] == [c.index for c in full[cut + 1 :]]

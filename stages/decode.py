@@ -83,12 +83,11 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
     def chunk_size(self, probe: ProbeInfo) -> int:
         """Sampled frames per chunk for a video: as many as fit in the decoding budget of one
         chunk, between 1 and ``chunk_frames``."""
-        known_rate = math.isfinite(probe.fps) and probe.fps > 0
         if self._chunk_mpix is None or probe.width <= 0 or probe.height <= 0:
             return self._chunk_frames
         decoded_per_sample = 1.0  # key frames: only the samples are decoded
         if self._mode == "fps":
-            if not known_rate:  # no cost to go by
+            if not (math.isfinite(probe.fps) and probe.fps > 0):  # no cost to go by
                 return self._chunk_frames
             decoded_per_sample = max(1.0, probe.fps / self._fps)
         per_sample = probe.width * probe.height * decoded_per_sample / 1e6

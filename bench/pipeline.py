@@ -29,6 +29,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from bench import hostscale
 from bench.modes.common import (
     ModeResult,
     RunSpec,
@@ -167,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         for name, module, planned in plan:
             spec = replace(planned, mode=name, workdir=str(work / name.replace(":", "-")))
             idle = wait_until_idle(args.idle_busy, max(0.0, idle_deadline - time.monotonic()))
+            scaling = hostscale.measure()["scaling"]
             result, sampler = run_mode(module, spec, timeout_s=args.timeout)
             runs[name] = (result, sampler)
             report["modes"][name] = summarize(result, sampler)
             report["modes"][name]["machine_busy_before"] = idle
+            report["modes"][name]["host_parallel_scaling"] = scaling
             print(f"{name}: {json.dumps(_headline(report['modes'][name]))}", flush=True)
         compare(report, runs)
     finally:

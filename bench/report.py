@@ -205,6 +205,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             )
             + " |"
         )
+    lines += _breakdown_table(report)
     lines += ["", "| ratio | value | target | met |", "|---|---|---|---|"]
     for name, check in report.get("acceptance", {}).items():
         value, target, met = (_cell(check[k]) for k in ("value", "target", "met"))
@@ -232,3 +233,32 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             f"({_cell(low['ratio'])}x its isolated time of {_cell(low['isolated_s'])} s).",
         ]
     path.write_text("\n".join(lines) + "\n")
+
+
+def _breakdown_table(report: dict[str, Any]) -> list[str]:
+    """Where the efficiency went, per mode whose stage CPU is known."""
+    rows = [(n, s) for n, s in report.get("modes", {}).items() if "cpu_breakdown" in s]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Where the efficiency went (efficiency = at run cost / stage cost vs bound; host "
+        "scaling: what a busy core is worth with every core busy, measured before the mode):",
+        "",
+        "| mode | efficiency | stage CPU-s/video | stage cost vs bound | efficiency at run cost "
+        "| non-stage CPU | CPU busy | host scaling |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in rows:
+        b = s["cpu_breakdown"]
+        cells = [
+            s.get("efficiency"),
+            b["stage_cpu_s_per_video"],
+            b["stage_cost_vs_bound"],
+            b["efficiency_at_run_cost"],
+            b["non_stage_cpu_fraction"],
+            s.get("cpu_busy_fraction"),
+            s.get("host_parallel_scaling"),
+        ]
+        lines.append(f"| {name} | " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines

@@ -42,6 +42,7 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
             min(result.done.values()) - min(result.submitted.values()), 3
         ),
         "cpu_busy_fraction": round(busy, 3),
+        "tree_cpu_s": round(tree_cpu, 3),
         "tree_cpu_fraction": round(tree_cpu / (wall * cores), 3),
         # Machine busy beyond this mode's own processes: other work sharing the cores.
         "other_cpu_fraction": round(max(0.0, busy - tree_cpu / (wall * cores)), 3),
@@ -50,10 +51,12 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
         "setup_s": round(result.setup_s, 2),
         "cpu_s_by_process": sampler.cpu_by_name_between(result.window_start, result.window_end),
     }
-    if result.stage_cpu_s:
+    stage_cpu = result.stage_cpu_s or _stage_process_cpu(
+        result.stage_processes, summary["cpu_s_by_process"]
+    )
+    if stage_cpu:
         summary["stage_cpu_s_per_video"] = {
-            stage: round(seconds / max(1, videos), 3)
-            for stage, seconds in result.stage_cpu_s.items()
+            stage: round(seconds / max(1, videos), 3) for stage, seconds in stage_cpu.items()
         }
     extra = dict(result.extra)
     phases = extra.pop("phases", {})
@@ -63,6 +66,15 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
         if key in extra:
             summary[key] = extra[key]
     return summary
+
+
+def _stage_process_cpu(markers: list[str], by_process: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per stage process kind (the part of each marker after its last colon)."""
+    return {
+        marker.rsplit(":", 1)[-1]: cpu
+        for marker in markers
+        if (cpu := sum(s for name, s in by_process.items() if marker in name))
+    }
 
 
 def _phase_summary(phase: dict[str, Any], sampler: TreeSampler) -> dict[str, Any]:
@@ -98,6 +110,8 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
     for summary in modes.values():
         if "videos_per_min" in summary and bound:
             summary["efficiency"] = round(summary["videos_per_min"] / bound, 3)
+            if "stage_cpu_s_per_video" in summary:
+                summary["cpu_breakdown"] = _breakdown(summary, total, cores)
 
     def best(prefix: str) -> tuple[str | None, dict[str, Any]]:
         found = [
@@ -120,6 +134,13 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
         return None
 
     report["efficiency"] = stream.get("efficiency")
+    if "cpu_breakdown" in stream:
+        report["efficiency_breakdown"] = {
+            "efficiency": stream["efficiency"],
+            **stream["cpu_breakdown"],
+            "cpu_busy_fraction": stream.get("cpu_busy_fraction"),
+            "host_parallel_scaling": stream.get("host_parallel_scaling"),
+        }
     report["speedup_vs_sequential"] = ratio(stream, seq)
     report["speedup_vs_sequential_defaults"] = ratio(stream, seq_defaults)
     report["speedup_vs_raydata"] = ratio(stream, rd)
@@ -146,6 +167,23 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
         if short and long_:
             report["memory"]["long_vs_short"] = round(long_ / short, 3)
     report["acceptance"] = _acceptance(report)
+
+
+def _breakdown(summary: dict[str, Any], bound_cpu_s: float, cores: int) -> dict[str, Any]:
+    """Where a mode's efficiency went. ``efficiency = efficiency_at_run_cost /
+    stage_cost_vs_bound``: the first factor is the pipeline's (cores kept on stage work, as
+    the stages cost in this run), the second how much more each video's stage work cost here
+    than alone on a quiet core (contention for caches and memory between busy cores, the host's
+    other tenants, threads of the mode itself)."""
+    stage_s = sum(summary["stage_cpu_s_per_video"].values())
+    tree_s = summary.get("tree_cpu_s") or 0.0
+    stage_total = stage_s * summary["videos"]
+    return {
+        "stage_cpu_s_per_video": round(stage_s, 3),
+        "stage_cost_vs_bound": round(stage_s / bound_cpu_s, 3),
+        "efficiency_at_run_cost": round(summary["videos_per_min"] * stage_s / (60 * cores), 3),
+        "non_stage_cpu_fraction": round(max(0.0, 1 - stage_total / tree_s), 3) if tree_s else None,
+    }
 
 
 def _acceptance(report: dict[str, Any]) -> dict[str, Any]:

@@ -80,6 +80,9 @@ class ModeResult:
     frames: int
     setup_s: float = 0.0  # model loading etc. before the window
     stage_cpu_s: dict[str, float] = field(default_factory=dict)  # process CPU per stage
+    # Where stage CPU is not timed in-process: titles (substrings) of the processes doing
+    # stage work, whose sampled CPU is the stages' cost.
+    stage_processes: list[str] = field(default_factory=list)
     timeline: list[Activity] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     error: str | None = None

@@ -39,11 +39,13 @@ from consumers.events import VideoUploaded
 from core.config import ServiceConfig
 from service.app import ReelsenseService
 from service.metrics import sample_values
+from service.ray_pools import POOLS_APP
 from service.raycluster import ray_connection
 from service.stack import EmbeddedStack
 
 _FINAL = (VideoState.DONE, VideoState.FAILED)
 _POOLS = ("ingest", "ocr", "embed")
+_STAGE_POOLS = ("ingest", "ocr", "vlm", "embed")  # the sink writer and the API are not stages
 
 
 def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
@@ -144,6 +146,7 @@ async def _measure(spec: RunSpec, config: ServiceConfig) -> ModeResult:
         done=main["done"],
         frames=main["frames"],
         setup_s=setup_s,
+        stage_processes=[f"ServeReplica:{POOLS_APP}:{pool}" for pool in _STAGE_POOLS],
         timeline=timeline,
         extra={
             "phases": results,
@@ -219,8 +222,6 @@ def _reported(name: str) -> bool:
 async def _activity() -> list[Activity]:
     """Every replica's working intervals, straight from the pools (a broadcast)."""
     from ray import serve
-
-    from service.ray_pools import POOLS_APP
 
     timeline: list[Activity] = []
     for pool in _POOLS:

@@ -70,6 +70,7 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
         assert summary["peak_rss_mb"] > 100  # models loaded: the tree was sampled
         assert 0 <= summary["cpu_busy_fraction"] <= 1
         assert summary["efficiency"] > 0
+        assert summary["host_parallel_scaling"] > 0
     bound = report["bound"]
     assert set(bound["cpu_s_per_video"]) >= {"decode", "ocr", "embed"}
     assert bound["total_cpu_s_per_video"] > 0
@@ -80,6 +81,11 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     assert report["efficiency"] == modes["streaming:st-default"]["efficiency"]
     stream = modes["streaming:st-default"]
     assert stream["rebalances"] == 0
+    # Stage CPU from the replicas' processes: the ingest (fetch + decode) and model pools.
+    assert set(stream["stage_cpu_s_per_video"]) == {"ingest", "ocr", "embed"}
+    split = report["efficiency_breakdown"]
+    assert split["stage_cost_vs_bound"] > 0
+    assert 0 < split["non_stage_cpu_fraction"] < 1
     assert stream["metrics"]['reelsense_stage_frames_total{stage="ocr"}'] >= 6
     image = Image.open(out.with_suffix(".png"))
     assert image.width == 1600
@@ -87,6 +93,7 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     table = out.with_suffix(".md").read_text()
     assert "| sequential |" in table
     assert "videos/min" in table
+    assert "| streaming:st-default |" in table.split("Where the efficiency went")[1]
 
 
 def test_a_failing_mode_is_reported_not_fatal(tmp_path: Path) -> None:

@@ -1,0 +1,69 @@
+"""The host-scaling probe and the efficiency breakdown of the benchmark report."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import hostscale
+from bench.summary import _stage_process_cpu, compare
+
+
+def test_host_scaling_runs_the_kernel_alone_and_on_every_core() -> None:
+    found = hostscale.measure(rounds=5, cores=2)
+    assert found["cores"] == 2
+    assert len(found["together_cpu_s"]) == 2  # one CPU time per process
+    assert found["alone_cpu_s"] > 0
+    assert all(t > 0 for t in found["together_cpu_s"])
+    mean = sum(found["together_cpu_s"]) / 2
+    assert found["scaling"] == pytest.approx(found["alone_cpu_s"] / mean, abs=0.01)
+
+
+def test_stage_cpu_is_summed_per_process_kind() -> None:
+    by_process = {
+        "ray::ServeReplica:reelsense-pools:ingest": 27.0,
+        "ray::ServeReplica:reelsense-pools:ocr": 23.5,
+        "ray::ServeReplica:reelsense-pools:sink-writer": 0.6,
+        "ray::ServeController": 0.5,
+    }
+    markers = [f"ServeReplica:reelsense-pools:{p}" for p in ("ingest", "ocr", "vlm")]
+    # Two OCR replicas share a title: the sampler has already added them up.
+    assert _stage_process_cpu(markers, by_process) == {"ingest": 27.0, "ocr": 23.5}
+
+
+def test_efficiency_splits_into_the_pipelines_share_and_the_stage_cost_inflation() -> None:
+    report = {
+        "modes": {
+            "sequential_single": {
+                "videos": 8,
+                "videos_per_min": 9.0,
+                "stage_cpu_s_per_video": {"decode": 3.2, "ocr": 2.8},
+                "tree_cpu_s": 48.5,
+            },
+            "streaming:x": {
+                "videos": 8,
+                "videos_per_min": 15.0,
+                "stage_cpu_s_per_video": {"ingest": 3.6, "ocr": 3.0},
+                "tree_cpu_s": 57.0,
+                "cpu_busy_fraction": 0.97,
+                "host_parallel_scaling": 0.9,
+            },
+            "raydata:y": {"videos": 8, "videos_per_min": 11.0},
+        }
+    }
+    compare(report, {})
+    cores = report["bound"]["cores"]
+    bound = 60 * cores / 6.0
+    stream = report["modes"]["streaming:x"]
+    assert stream["efficiency"] == pytest.approx(15.0 / bound, abs=0.001)
+    split = stream["cpu_breakdown"]
+    assert split["stage_cpu_s_per_video"] == pytest.approx(6.6)
+    assert split["stage_cost_vs_bound"] == pytest.approx(1.1)
+    assert split["efficiency_at_run_cost"] == pytest.approx(15.0 * 6.6 / (60 * cores), abs=0.001)
+    assert split["non_stage_cpu_fraction"] == pytest.approx(1 - 6.6 * 8 / 57.0, abs=0.001)
+    assert stream["efficiency"] == pytest.approx(
+        split["efficiency_at_run_cost"] / split["stage_cost_vs_bound"], abs=0.002
+    )
+    assert report["modes"]["sequential_single"]["cpu_breakdown"]["stage_cost_vs_bound"] == 1.0
+    assert "cpu_breakdown" not in report["modes"]["raydata:y"]  # its stage CPU is not known
+    assert report["efficiency_breakdown"]["host_parallel_scaling"] == 0.9
+    assert report["efficiency_breakdown"]["efficiency"] == stream["efficiency"]

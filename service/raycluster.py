@@ -18,8 +18,13 @@ from core.config import ServiceConfig
 # - Serve replicas and handles export cached metrics every 0.1 s: once a second.
 # - Ray's own metrics, task events and event-loop statistics feed a dashboard and a metrics
 #   agent nobody reads on one machine; the service has its own metrics (``/metrics``).
-# Measured with the service idle on 2 cores: 0.218 -> 0.160 of a core in all.
+# - The log monitor lists the log folder every 0.1 s while it holds under 1000 files; every
+#   5 s finds new workers' logs soon enough (they are not shipped to this process anyway).
+# Measured with the service idle on 2 cores: 0.218 -> 0.160 of a core for the first three,
+# the log monitor's listing a further 0.008 (1.35% of a core before).
 _LOCAL_RAY_ENV = {
+    "RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0",
+    "LOG_NAME_UPDATE_INTERVAL_S": "5",
     "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
     "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
     "RAY_enable_metrics_collection": "false",

@@ -41,7 +41,7 @@ from bench.modes.common import (
 )
 from bench.report import write_markdown, write_timeline
 from bench.sampler import TreeSampler
-from bench.summary import compare, summarize
+from bench.summary import MEMORY_MODE, compare, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
         if args.memory:
-            plan.append(("memory", "streaming", _memory_spec(base, cache, warmup, args.quick)))
+            plan.append((MEMORY_MODE, "streaming", _memory_spec(base, cache, warmup, args.quick)))
         for name, module, planned in plan:
             spec = replace(planned, mode=name, workdir=str(work / name.replace(":", "-")))
             idle = wait_until_idle(args.idle_busy, max(0.0, idle_deadline - time.monotonic()))

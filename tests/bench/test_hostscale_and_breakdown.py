@@ -48,6 +48,7 @@ def test_efficiency_splits_into_the_pipelines_share_and_the_stage_cost_inflation
                 "host_parallel_scaling": 0.9,
             },
             "raydata:y": {"videos": 8, "videos_per_min": 11.0},
+            "memory": {"videos": 1, "videos_per_min": 16.0, "stage_cpu_s_per_video": {"x": 3.0}},
         }
     }
     compare(report, {})
@@ -65,5 +66,6 @@ def test_efficiency_splits_into_the_pipelines_share_and_the_stage_cost_inflation
     )
     assert report["modes"]["sequential_single"]["cpu_breakdown"]["stage_cost_vs_bound"] == 1.0
     assert "cpu_breakdown" not in report["modes"]["raydata:y"]  # its stage CPU is not known
+    assert "efficiency" not in report["modes"]["memory"]  # other videos: the bound is not theirs
     assert report["efficiency_breakdown"]["host_parallel_scaling"] == 0.9
     assert report["efficiency_breakdown"]["efficiency"] == stream["efficiency"]

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -383,7 +383,7 @@ class _Reuse:
     fields: tuple[str, ...]  # the ``Frame`` fields those stages fill
     frames: dict[int, Frame]  # the earlier result's frames by index
     probe: ProbeInfo | None
-    chunk_frames: int
+    chunk_size: Callable[[ProbeInfo], int]  # as the decoder cuts a video's chunks
 
     @classmethod
     def plan(
@@ -397,7 +397,7 @@ class _Reuse:
             fields=tuple(f for stage in sorted(reused) for f in lineage.fills[stage]),
             frames={f.index: f for f in earlier.frames} if reused and earlier else {},
             probe=earlier.probe if earlier else None,
-            chunk_frames=lineage.chunk_frames,
+            chunk_size=lineage.chunk_size,
         )
 
     def needs_pixels(self, stages: Collection[str]) -> bool:
@@ -422,7 +422,7 @@ class _Reuse:
         assert self.probe is not None
         yield LocalVideo(ref=ref, path="", probe=self.probe)
         ordered = [replace(f, embedding=None) for _, f in sorted(self.frames.items())]
-        size = self.chunk_frames
+        size = self.chunk_size(self.probe)
         starts = range(0, len(ordered), size) if ordered else range(1)
         for index, start in enumerate(starts):
             frames = ordered[start : start + size]

@@ -76,10 +76,6 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         self._threads = stages.decode_threads or min(_MAX_THREADS, os.cpu_count() or 1)
         self._limits = limits
 
-    @property
-    def chunk_frames(self) -> int:
-        return self._chunk_frames
-
     def chunk_size(self, probe: ProbeInfo) -> int:
         """Sampled frames per chunk for a video: as many as fit in the decoding budget of one
         chunk, between 1 and ``chunk_frames``."""

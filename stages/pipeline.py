@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from core.config import ServiceConfig
-from core.records import Chunk
+from core.records import Chunk, ProbeInfo
 from stages.base import Stage
 from stages.decode import DecodeSampleStage
 from stages.embed import EmbedStage
@@ -70,7 +70,7 @@ class Pipeline:
         return Lineage(
             versions=versions,
             fills={stage.name: stage.fills for stage in self.image_stages},
-            chunk_frames=self.decode.chunk_frames,
+            chunk_size=self.decode.chunk_size,
         )
 
     def all_stages(self) -> list[Stage[Any, Any]]:
@@ -83,7 +83,9 @@ class Lineage:
 
     versions: Mapping[str, str]  # stage -> version
     fills: Mapping[str, tuple[str, ...]]  # image stage -> the ``Frame`` fields it fills
-    chunk_frames: int  # frames per chunk, part of the decode version
+    # Samples per chunk for a video, as the decoder cuts them (from its probe; part of the
+    # decode version).
+    chunk_size: Callable[[ProbeInfo], int]
 
     @property
     def version(self) -> str:

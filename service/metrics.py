@@ -4,7 +4,9 @@ Three places record:
 
 - the orchestrating process (``PipelineMetrics``, called by ``VideoProcessor``): videos,
   chunks and frames in flight, per-stage round trips (throughput, latency, queue depth);
-- every stage replica (``StageActivity``): when it was working, on how many frames. Replicas
+- every stage replica (``StageActivity``): when it was working, on how many frames, and the
+  CPU time of the threads that did the stage's work (its own cost, without the replica's Ray
+  machinery). Replicas
   live in other processes, so ``MetricsPoller`` collects their activity every few seconds and
   turns it into busy fractions and replica counts in the orchestrating process;
 - the Kafka consumer: its own counters (``ConsumerStats``) and the group's lag, read by the
@@ -24,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
@@ -32,6 +34,9 @@ from consumers.base import ConsumerStats
 from core.config import KafkaSettings
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _VIDEO_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
@@ -59,6 +64,11 @@ STAGE_BUSY = Gauge(
 )
 STAGE_BUSY_SECONDS = Counter(
     "reelsense_stage_busy_seconds_total", "Seconds stage replicas spent working.", ["stage"]
+)
+STAGE_CPU_SECONDS = Counter(
+    "reelsense_stage_cpu_seconds_total",
+    "CPU seconds of the threads doing stage work (the stage's own cost, not its replica's).",
+    ["stage"],
 )
 VIDEOS_IN_FLIGHT = Gauge("reelsense_videos_in_flight", "Videos being processed now.")
 CHUNKS_IN_FLIGHT = Gauge("reelsense_chunks_in_flight", "Decoded chunks not through every stage.")
@@ -117,6 +127,7 @@ class ActivitySnapshot:
     stage: str
     replica: str
     busy_s: float  # wall seconds with at least one call at work
+    cpu_s: float  # CPU seconds of the threads that did the work
     calls: int
     items: int
     seq: int  # sequence number of the last interval recorded
@@ -130,6 +141,21 @@ class Work:
     """One call being timed; ``items`` may be set before it ends."""
 
     items: int = 0
+    cpu_s: float = 0.0
+
+    async def in_thread(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn`` in a worker thread (as ``asyncio.to_thread``), that thread's CPU time
+        counted here: the stage's cost when its library runs in the calling thread (one
+        thread, the default); threads a library starts itself are not counted."""
+
+        def timed() -> T:
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.cpu_s += time.thread_time() - start  # read only once this call returns
+
+        return await asyncio.to_thread(timed)
 
 
 class StageActivity:
@@ -147,6 +173,7 @@ class StageActivity:
         self._active = 0
         self._busy_since = 0.0
         self._busy_s = 0.0
+        self._cpu_s = 0.0
         self._calls = 0
         self._items = 0
         self._seq = 0
@@ -168,6 +195,7 @@ class StageActivity:
                 self._busy_s += end - self._busy_since
             self._calls += 1
             self._items += work.items
+            self._cpu_s += work.cpu_s
             self._seq += 1
             self._intervals.append((self._seq, start_wall, start_wall + end - start, work.items))
 
@@ -178,6 +206,7 @@ class StageActivity:
             stage=self.stage,
             replica=self.replica,
             busy_s=busy,
+            cpu_s=self._cpu_s,
             calls=self._calls,
             items=self._items,
             seq=self._seq,
@@ -310,8 +339,10 @@ class MetricsPoller:
                 self._last[key] = snap
                 if before is None or snap.busy_s < before.busy_s:  # new (or restarted) replica
                     STAGE_BUSY_SECONDS.labels(stage).inc(snap.busy_s)
+                    STAGE_CPU_SECONDS.labels(stage).inc(snap.cpu_s)
                     continue
                 STAGE_BUSY_SECONDS.labels(stage).inc(snap.busy_s - before.busy_s)
+                STAGE_CPU_SECONDS.labels(stage).inc(max(0.0, snap.cpu_s - before.cpu_s))
                 window = snap.taken_at - before.taken_at
                 if window > 0:
                     fractions.append(min(1.0, (snap.busy_s - before.busy_s) / window))

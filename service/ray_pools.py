@@ -125,8 +125,8 @@ class IngestPool:
     ) -> AsyncIterator[IngestItem]:
         """``credits`` (a ``ChunkCredits`` handle) and ``key``: wait for a grant before each
         chunk; None decodes as fast as it can."""
-        with self._activity[FETCH].working(1):
-            video = (await asyncio.to_thread(self._fetch.process_batch, [ref]))[0]
+        with self._activity[FETCH].working(1) as work:
+            video = (await work.in_thread(self._fetch.process_batch, [ref]))[0]
         yield video
         hold = uuid.uuid4().hex
         held: dict[int, ray.ObjectRef[Any]] = {}
@@ -142,7 +142,7 @@ class IngestPool:
                     if not still_wanted:
                         return
                 with self._activity[DECODE].working() as work:
-                    chunk = await asyncio.to_thread(next, chunks, _END)
+                    chunk = await work.in_thread(next, chunks, _END)
                     work.items = len(chunk.frames) if isinstance(chunk, Chunk) else 0
                 if chunk is _END:
                     return
@@ -182,8 +182,8 @@ class ModelPool:
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)  # type: ignore[untyped-decorator]
     async def process(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
         chunks = [(await item.payload) if isinstance(item, ChunkTicket) else item for item in items]
-        with self._activity.working(sum(len(chunk.frames) for chunk in chunks)):
-            done = await asyncio.to_thread(self._stage.process_batch, chunks)
+        with self._activity.working(sum(len(chunk.frames) for chunk in chunks)) as work:
+            done = await work.in_thread(self._stage.process_batch, chunks)
         return [chunk.without_images() for chunk in done]
 
     def activity(self, since: int = 0) -> list[ActivitySnapshot]:

@@ -62,6 +62,25 @@ def test_stage_activity_counts_overlapping_calls_once() -> None:
     assert len(activity.snapshot().intervals) == 2  # the ring keeps the newest
 
 
+async def test_stage_activity_counts_the_cpu_of_the_working_thread_only() -> None:
+    def spin(seconds: float) -> int:
+        end, turns = time.thread_time() + seconds, 0
+        while time.thread_time() < end:
+            turns += 1
+        return turns
+
+    activity = StageActivity("ocr", "r1")
+    with activity.working(1) as work:
+        assert await work.in_thread(spin, 0.1) > 0
+    with activity.working(1) as work:
+        await work.in_thread(time.sleep, 0.3)  # waiting costs no CPU
+    with pytest.raises(ZeroDivisionError), activity.working(1) as work:
+        await work.in_thread(lambda: spin(0.05) // 0)  # a failed call's CPU counts too
+    snap = activity.snapshot()
+    assert 0.15 <= snap.cpu_s < 0.25
+    assert snap.busy_s >= 0.45  # wall time: the sleep counts there
+
+
 def test_stage_activity_counts_a_failed_call() -> None:
     activity = StageActivity("decode", "r1")
     with pytest.raises(ValueError, match="corrupt"), activity.working(4):
@@ -207,6 +226,9 @@ async def test_service_metrics_endpoint_after_real_videos(
     for stage in ("decode", "ocr", "embed"):
         assert after[f'reelsense_stage_replicas{{stage="{stage}"}}'] == 1
         assert delta(f'reelsense_stage_busy_seconds_total{{stage="{stage}"}}') > 0
+        # Concurrent calls (two videos decoding at once) may each keep a core busy.
+        busy = delta(f'reelsense_stage_busy_seconds_total{{stage="{stage}"}}')
+        assert 0 < delta(f'reelsense_stage_cpu_seconds_total{{stage="{stage}"}}') <= busy * 2 + 0.05
         assert 0 <= after[f'reelsense_stage_busy_fraction{{stage="{stage}"}}'] <= 1
     assert lags
     assert not any(lags)

@@ -181,6 +181,9 @@ class RuntimeSettings(BaseSettings):
     # Chunks a video's decoder may run ahead of those the orchestration has taken: bounds the
     # pixels waiting in the object store whatever the length of the video.
     decode_ahead_chunks: int = Field(default=2, ge=1)
+    # Videos decoding at once in this process (0: as many as are in flight). A video gives its
+    # slot up with its last chunk, so the next one decodes while its last chunks are analysed.
+    videos_decoding: int = Field(default=0, ge=0)
     metrics_port: int | None = None  # Prometheus endpoint of this process; None: off, 0: any
     metrics_host: str = "127.0.0.1"
     metrics_interval_s: float = Field(default=2.0, gt=0)  # replica activity and lag reads

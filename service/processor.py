@@ -65,6 +65,9 @@ class VideoProcessor:
         self._version = lineage.version
         self._settings = settings
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
+        self._decode_slots = (
+            asyncio.Semaphore(settings.videos_decoding) if settings.videos_decoding else None
+        )
 
     @property
     def pipeline_version(self) -> str:
@@ -156,7 +159,7 @@ class VideoProcessor:
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
         if reuse.needs_pixels(self._executor.image_stages):
-            items = self._executor.ingest(ref, _resume_point(restored))
+            items = self._decoding(self._executor.ingest(ref, _resume_point(restored)))
         else:
             items = reuse.replay(ref)
         try:
@@ -209,6 +212,25 @@ class VideoProcessor:
             outbox=self._outbox("video.done", ref, _done_data(result)),
         )
         await self._drop_chunks(ref.video_id)
+
+    async def _decoding(self, items: AsyncIterator[IngestItem]) -> AsyncIterator[IngestItem]:
+        """The ingest stream, holding a decode slot (if limited) until its last chunk."""
+        slots = self._decode_slots
+        if slots is None:
+            async for item in items:
+                yield item
+            return
+        await slots.acquire()
+        held = True
+        try:
+            async for item in items:
+                if held and isinstance(item, ChunkTicket) and item.last:
+                    slots.release()
+                    held = False
+                yield item
+        finally:
+            if held:
+                slots.release()
 
     async def _drop_chunks(self, video_id: str) -> None:
         """Remove the video's persisted chunks once its outcome is final."""

@@ -19,14 +19,16 @@ from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from core.records import Chunk, ProbeInfo, VideoRef
+from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef
 from models.embedding import resolve_model_path
+from service.executor import IngestItem
 from service.local_executor import LocalExecutor
 from service.processor import VideoProcessor
 from service.samples import Scene, write_video
 from sinks.base import VideoResult
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import LocalObjectStore
+from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
 
@@ -318,3 +320,56 @@ async def test_without_chunk_checkpoints_nothing_is_persisted_per_chunk(
     assert status.frames == 4
     assert status.chunks_processed == 0
     assert sum(frame_keys(config, "plain").values()) == 4
+
+
+class _Watched(LocalExecutor):
+    """The real executor, noting what each ingest stream yields, in order."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        super().__init__(config)
+        self.seen: list[tuple[str, str]] = []
+
+    async def ingest(
+        self, ref: VideoRef, resume: ResumePoint | None = None
+    ) -> AsyncIterator[IngestItem]:
+        async for item in super().ingest(ref, resume):
+            kind = "video" if isinstance(item, LocalVideo) else "last" if item.last else "chunk"
+            self.seen.append((ref.video_id, kind))
+            yield item
+
+
+@pytest.mark.parametrize("decoding", [0, 1])
+async def test_videos_decoding_limits_decoders_not_videos_in_flight(
+    root: Path, config: ServiceConfig, store: RedisCheckpointStore, decoding: int
+) -> None:
+    limited = config.model_copy(
+        update={"runtime": config.runtime.model_copy(update={"videos_decoding": decoding})}
+    )
+    executor = _Watched(limited)
+    work = VideoProcessor(
+        store=store,
+        executor=executor,
+        chunks=ChunkStore(LocalObjectStore(limited.storage.object_store_uri)),
+        lineage=Pipeline.from_config(limited).lineage,
+        settings=limited.runtime,
+    )
+    refs = []
+    for name in ("first", "second"):
+        video_id = f"{name}-{decoding}"
+        scenes = [Scene((f"{name.upper()} {i}",), 1.0) for i in range(4)]
+        path = write_video(root / f"{video_id}.mp4", scenes, fps=10, size=(320, 240))
+        refs.append(VideoRef(video_id, path.as_uri()))
+    await asyncio.gather(*(work.process(ref) for ref in refs))
+    for ref in refs:
+        status = await store.get(ref.video_id)
+        assert status is not None
+        assert status.status is VideoState.DONE
+        assert status.frames == 8
+    opened = sorted(refs, key=lambda ref: executor.seen.index((ref.video_id, "video")))
+    first, second = (ref.video_id for ref in opened)
+    first_decoded = executor.seen.index((first, "last"))
+    second_opened = executor.seen.index((second, "video"))
+    if decoding:  # the second video opened once the first had decoded its last chunk
+        assert second_opened > first_decoded
+    else:  # both at once
+        assert second_opened < first_decoded

@@ -173,17 +173,19 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"chunk; {report.get('machine', {}).get('cores')} cores, load average at start "
         f"{_cell(report.get('machine', {}).get('loadavg_at_start', [None])[0])}.",
         "",
-        f"Bound: {bound.get('total_cpu_s_per_video')} CPU-s per video "
-        f"({', '.join(f'{k} {v}' for k, v in bound.get('cpu_s_per_video', {}).items())}) "
-        f"-> {bound.get('videos_per_min')} videos/min ({bound.get('formula')}).",
+        f"Bound: {_bound_line(bound)}; stage costs measured in {bound.get('measured_in')} "
+        f"(every core busy with stage work) ({bound.get('formula')}).",
         "",
-        "| mode | videos/min | frames/s | efficiency | p50 s | p95 s | first result s "
-        "| CPU busy | peak RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"Bound alone: {_bound_line(report.get('bound_alone', {}))}; stage costs measured in "
+        f"{report.get('bound_alone', {}).get('measured_in')} (the other cores idle).",
+        "",
+        "| mode | videos/min | frames/s | efficiency | vs bound alone | p50 s | p95 s "
+        "| first result s | CPU busy | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in report.get("modes", {}).items():
         if "error" in s:
-            lines.append(f"| {name} | failed | | | | | | | |")
+            lines.append(f"| {name} | failed | | | | | | | | |")
             continue
         lines.append(
             "| "
@@ -195,6 +197,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
                         "videos_per_min",
                         "frames_per_s",
                         "efficiency",
+                        "efficiency_vs_bound_alone",
                         "latency_p50_s",
                         "latency_p95_s",
                         "first_result_latency_s",
@@ -233,6 +236,14 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             f"({_cell(low['ratio'])}x its isolated time of {_cell(low['isolated_s'])} s).",
         ]
     path.write_text("\n".join(lines) + "\n")
+
+
+def _bound_line(bound: dict[str, Any]) -> str:
+    stages = ", ".join(f"{k} {v}" for k, v in bound.get("cpu_s_per_video", {}).items())
+    return (
+        f"{bound.get('total_cpu_s_per_video')} CPU-s per video ({stages}) -> "
+        f"{bound.get('videos_per_min')} videos/min"
+    )
 
 
 def _breakdown_table(report: dict[str, Any]) -> list[str]:

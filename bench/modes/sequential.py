@@ -3,17 +3,24 @@
     python -m bench.modes.sequential SPEC OUT
 
 ``spec.threads`` picks the library threading: ``single`` (one thread everywhere: the per-stage
-CPU cost the bottleneck bound is computed from), ``tuned`` (thread pools sized to the cores),
-``defaults`` (the libraries' own choices). Each stage call is timed for the timeline; stage
-CPU is process CPU time (every thread of the process counts).
+CPU cost), ``tuned`` (thread pools sized to the cores), ``defaults`` (the libraries' own
+choices). Each stage call is timed for the timeline; stage CPU is process CPU time (every thread
+of the process counts).
+
+``spec.setting["processes"]`` > 1 runs that many such processes at once, each taking the next
+video from a shared queue once its models are loaded: with one single-threaded process per core
+every core is busy with stage work and nothing else, so their per-stage CPU is what a video's
+stage work costs when the machine is full (the bottleneck bound is computed from it).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +28,7 @@ from bench.modes.common import (
     Activity,
     ModeResult,
     RunSpec,
+    VideoSpec,
     local_config,
     now,
     quiet_environment,
@@ -67,7 +75,18 @@ class _Timed:
         self._timeline.append(Activity(self._lane, self._stage.name, start, now(), items))
 
 
-def run(spec: RunSpec) -> ModeResult:
+def run(
+    spec: RunSpec,
+    videos: Iterable[VideoSpec] | None = None,
+    *,
+    ready: Callable[[], object] = lambda: None,
+    lane: str = "main",
+) -> ModeResult:
+    """``videos``: what to process (default: the spec's, in order); ``ready`` is called once
+    the models are loaded, just before the measured window."""
+    processes = int(spec.setting.get("processes", 1))
+    if videos is None and processes > 1:
+        return _run_processes(spec, processes)
     threads = thread_counts(spec.threads)
     config = local_config(spec, **threads)
     pipeline = Pipeline.from_config(config)
@@ -77,16 +96,17 @@ def run(spec: RunSpec) -> ModeResult:
     if spec.warmup:
         runner.run_one(VideoRef(video_id="warmup", uri=Path(spec.warmup).as_uri()))
     setup_s = time.monotonic() - started
+    ready()
     timeline: list[Activity] = []
     for stage in pipeline.all_stages():
-        _Timed(stage, "main", timeline)
+        _Timed(stage, lane, timeline)
     cpu: dict[str, float] = defaultdict(float)
     submitted: dict[str, float] = {}
     done: dict[str, float] = {}
     per_video_cpu: dict[str, float] = {}
     frames = 0
     window_start = now()
-    for video in spec.videos:
+    for video in spec.videos if videos is None else videos:
         submitted[video.video_id] = window_start  # a batch: every video is there at once
         ref = VideoRef(video_id=video.video_id, uri=Path(video.path).as_uri())
         result = runner.run_one(ref)
@@ -99,7 +119,7 @@ def run(spec: RunSpec) -> ModeResult:
     runner.teardown()
     return ModeResult(
         mode=spec.mode,
-        setting={"threads": spec.threads, **threads},
+        setting={**spec.setting, "threads": spec.threads, **threads},
         window_start=window_start,
         window_end=window_end,
         submitted=submitted,
@@ -110,6 +130,63 @@ def run(spec: RunSpec) -> ModeResult:
         timeline=timeline,
         extra={"cpu_s_per_video": per_video_cpu},
     )
+
+
+def _run_processes(spec: RunSpec, processes: int) -> ModeResult:
+    """``processes`` runners at once (fresh interpreters), one window: from the first video
+    any of them starts to the last one done."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    for index in range(len(spec.videos)):
+        queue.put(index)
+    for _ in range(processes):
+        queue.put(None)
+    ready = context.Barrier(processes)
+    outs = [Path(spec.workdir) / f"process-{n}.json" for n in range(processes)]
+    workers = [
+        context.Process(target=_worker, args=(spec.to_json(), queue, ready, f"process-{n}", out))
+        for n, out in enumerate(outs)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    failed = [w.exitcode for w in workers if w.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"sequential processes failed with exit codes {failed}")
+    parts = [ModeResult.read(out) for out in outs]
+    start = min(part.window_start for part in parts)
+    stage_cpu: dict[str, float] = defaultdict(float)
+    for part in parts:
+        for stage_name, seconds in part.stage_cpu_s.items():
+            stage_cpu[stage_name] += seconds
+    return replace(
+        parts[0],
+        window_start=start,
+        window_end=max(part.window_end for part in parts),
+        submitted={video: start for part in parts for video in part.submitted},
+        done={video: at for part in parts for video, at in part.done.items()},
+        frames=sum(part.frames for part in parts),
+        setup_s=max(part.setup_s for part in parts),
+        stage_cpu_s=dict(stage_cpu),
+        timeline=[activity for part in parts for activity in part.timeline],
+        extra={
+            "cpu_s_per_video": {
+                video: cpu for part in parts for video, cpu in part.extra["cpu_s_per_video"].items()
+            }
+        },
+    )
+
+
+def _worker(spec_json: str, queue: Any, ready: Any, lane: str, out: Path) -> None:
+    quiet_environment()
+    spec = RunSpec.from_json(spec_json)
+    videos = (spec.videos[index] for index in iter(queue.get, None))
+    try:
+        run(spec, videos, ready=ready.wait, lane=lane).write(out)
+    except BaseException:
+        ready.abort()  # the others stop waiting for this one to load
+        raise
 
 
 def main() -> None:

@@ -57,7 +57,13 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     ):
         assert key in report, key
     modes = report["modes"]
-    expected = {"sequential_single", "sequential", "sequential_defaults", "streaming:st-default"}
+    expected = {
+        "sequential_single",
+        "sequential_per_core",
+        "sequential",
+        "sequential_defaults",
+        "streaming:st-default",
+    }
     assert expected <= set(modes)
     assert any(name.startswith("raydata:") for name in modes)
     for name, summary in modes.items():
@@ -72,6 +78,8 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
         assert summary["efficiency"] > 0
         assert summary["host_parallel_scaling"] > 0
     bound = report["bound"]
+    assert bound["measured_in"] == "sequential_per_core"
+    assert report["bound_alone"]["measured_in"] == "sequential_single"
     assert set(bound["cpu_s_per_video"]) >= {"decode", "ocr", "embed"}
     assert bound["total_cpu_s_per_video"] > 0
     assert bound["videos_per_min"] == pytest.approx(
@@ -83,6 +91,13 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     assert stream["rebalances"] == 0
     # Stage CPU from the replicas' processes: the ingest (fetch + decode) and model pools.
     assert set(stream["stage_cpu_s_per_video"]) == {"ingest", "ocr", "embed"}
+    # ... and the CPU of the threads doing each stage's work, from the service's metrics.
+    work = stream["stage_work_cpu_s_per_video"]
+    assert set(work) == {"fetch", "decode", "ocr", "embed"}
+    assert all(seconds > 0 for seconds in work.values())
+    assert work["decode"] < stream["stage_cpu_s_per_video"]["ingest"]
+    # Every core had a process: the per-core run's processes each took a share of the videos.
+    assert modes["sequential_per_core"]["setting"]["processes"] == bound["cores"]
     split = report["efficiency_breakdown"]
     assert split["stage_cost_vs_bound"] > 0
     assert 0 < split["non_stage_cpu_fraction"] < 1
@@ -114,6 +129,8 @@ def test_a_failing_mode_is_reported_not_fatal(tmp_path: Path) -> None:
     assert code == 0
     report = json.loads(out.read_text())
     assert "error" in report["modes"]["sequential_single"]
+    # Its processes fail while loading (the warmup video): none waits for the others forever.
+    assert "sequential processes failed" in report["modes"]["sequential_per_core"]["error"]
     assert report["efficiency"] is None
     assert report["acceptance"]["efficiency"]["met"] is None
     assert out.with_suffix(".md").read_text().count("failed") >= 1

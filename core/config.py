@@ -246,6 +246,9 @@ class ApiSettings(BaseSettings):
     max_page: int = Field(default=500, ge=1)  # largest `limit` a list accepts
     replicas: int = Field(default=1, ge=1)  # Ray Serve replicas of the API deployment
     replica_cpus: float = Field(default=0.25, gt=0)
+    # Serve the API from the service's own process rather than as Serve replicas behind Serve's
+    # proxy; None: when Ray is local (``ray.address`` unset), where it saves two processes.
+    in_service_process: bool | None = None
 
     def bearer_tokens(self) -> dict[str, str]:
         """bearer token -> tenant, as ``service.api.create_app`` takes it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from typing import TYPE_CHECKING
 
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.redis_store import RedisCheckpointStore
@@ -36,6 +37,9 @@ from service.processor import VideoProcessor
 from sinks.object_store import object_store_from_uri
 from stages.pipeline import Pipeline
 
+if TYPE_CHECKING:
+    from service.api_process import ProcessApi
+
 log = logging.getLogger(__name__)
 
 
@@ -53,6 +57,7 @@ class ReelsenseService:
         self._consumer: KafkaVideoConsumer | None = None
         self._dispatcher: NotificationDispatcher | None = None
         self._metrics_server: MetricsServer | None = None
+        self._api: ProcessApi | None = None  # the API, when this process serves it
         self.metrics_poller: MetricsPoller | None = None
         self._stopping = asyncio.Event()
 
@@ -61,6 +66,15 @@ class ReelsenseService:
         return self.pipeline.version
 
     async def start(self) -> None:
+        """Deploy (or connect to) the stage pools and start every part but the consumer; a
+        failed start leaves nothing of its own running."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._shutdown()
+            raise
+
+    async def _start(self) -> None:
         config = self.config
         await ensure_topics(
             config.kafka.bootstrap,
@@ -99,12 +113,29 @@ class ReelsenseService:
         )
         if runtime.metrics_port is not None:
             self._metrics_server = start_metrics_server(runtime.metrics_host, runtime.metrics_port)
+        if self._api_in_process:  # last, as on Serve: /healthz answers once all is up
+            from service.api_process import ProcessApi
+
+            self._api = ProcessApi(config)
+            await self._api.start()
         log.info("service ready, pipeline %s", self.pipeline_version)
 
     @property
     def metrics_url(self) -> str | None:
         """The Prometheus endpoint of this process, when ``runtime.metrics_port`` is set."""
         return self._metrics_server.url if self._metrics_server is not None else None
+
+    @property
+    def _api_in_process(self) -> bool:
+        """Whether this process serves the API (see ``ApiSettings.in_service_process``)."""
+        api = self.config.api
+        if not self._deploy or self.config.runtime.executor != "ray":
+            return False
+        return (
+            api.in_service_process
+            if api.in_service_process is not None
+            else (self.config.ray.address is None)
+        )
 
     def _build_executor(self) -> StageExecutor:
         if self.config.runtime.executor == "local":
@@ -118,6 +149,9 @@ class ReelsenseService:
 
         if not self._deploy:
             return RayExecutor.connect(self.config)
+        if self._api_in_process:
+            serve.start(proxy_location="Disabled")  # nothing of Serve's is served over HTTP
+            return RayExecutor.deploy(self.config)
         serve.start(http_options={"host": self.config.api.host, "port": self.config.api.port})
         executor = RayExecutor.deploy(self.config)
         deploy_api(self.config)
@@ -162,6 +196,9 @@ class ReelsenseService:
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
+        if self._api is not None:  # last: progress queries answer while videos drain
+            await self._api.stop()
+            self._api = None
         await self.store.close()
 
 
@@ -177,8 +214,10 @@ def _undeploy() -> None:
     level = serve_log.level
     serve_log.setLevel(logging.WARNING)  # not a line per deleted application on every stop
     try:
+        running = serve.status().applications
         for name in (API_APP, POOLS_APP):
-            serve.delete(name)
+            if name in running:
+                serve.delete(name)
         if not serve.status().applications:
             serve.shutdown()
     finally:

@@ -159,7 +159,9 @@ class VideoProcessor:
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
         if reuse.needs_pixels(self._executor.image_stages):
-            items = self._decoding(self._executor.ingest(ref, _resume_point(restored)))
+            items = self._executor.ingest(ref, _resume_point(restored))
+            if self._decode_slots is not None:
+                items = self._decoding(items, self._decode_slots)
         else:
             items = reuse.replay(ref)
         try:
@@ -213,13 +215,11 @@ class VideoProcessor:
         )
         await self._drop_chunks(ref.video_id)
 
-    async def _decoding(self, items: AsyncIterator[IngestItem]) -> AsyncIterator[IngestItem]:
-        """The ingest stream, holding a decode slot (if limited) until its last chunk."""
-        slots = self._decode_slots
-        if slots is None:
-            async for item in items:
-                yield item
-            return
+    @staticmethod
+    async def _decoding(
+        items: AsyncIterator[IngestItem], slots: asyncio.Semaphore
+    ) -> AsyncIterator[IngestItem]:
+        """The ingest stream, holding one of the decode slots until its last chunk."""
         await slots.acquire()
         held = True
         try:

@@ -59,14 +59,9 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
         result.stage_processes, summary["cpu_s_by_process"]
     )
     if stage_cpu:
-        summary["stage_cpu_s_per_video"] = {
-            stage: round(seconds / max(1, videos), 3) for stage, seconds in stage_cpu.items()
-        }
+        summary["stage_cpu_s_per_video"] = _per_video(stage_cpu, videos)
     if result.extra.get("stage_work_cpu_s"):
-        summary["stage_work_cpu_s_per_video"] = {
-            stage: round(seconds / max(1, videos), 3)
-            for stage, seconds in result.extra["stage_work_cpu_s"].items()
-        }
+        summary["stage_work_cpu_s_per_video"] = _per_video(result.extra["stage_work_cpu_s"], videos)
     extra = dict(result.extra)
     phases = extra.pop("phases", {})
     if phases:
@@ -75,6 +70,10 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
         if key in extra:
             summary[key] = extra[key]
     return summary
+
+
+def _per_video(by_stage: dict[str, float], videos: int) -> dict[str, float]:
+    return {stage: round(seconds / max(1, videos), 3) for stage, seconds in by_stage.items()}
 
 
 def _stage_process_cpu(markers: list[str], by_process: dict[str, float]) -> dict[str, float]:

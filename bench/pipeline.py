@@ -92,6 +92,16 @@ STREAMING_SETTINGS: dict[str, dict[str, Any]] = {
     "st-ocr2-mif2-c4": {"pools": _TWO_OCR, "max_in_flight": 2, "chunk_frames": 4},
     "st-ocr2-mif3-vd2": {"pools": _TWO_OCR, "max_in_flight": 3, "videos_decoding": 2},
     "st-ocr2-dt2": {"pools": _TWO_OCR, "decode_threads": 2},
+    # OCR and embeddings fused into two decode replicas: one video per core end to end.
+    "st-fused2": {
+        "pools": {
+            "decode": {"min_replicas": 2, "max_replicas": 2, "num_cpus": 0.9},
+            "ocr": {"fuse": True},
+            "embed": {"fuse": True},
+        },
+        "max_in_flight": 3,
+        "videos_decoding": 2,
+    },
 }
 QUICK_STREAMING = ("st-default",)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -148,6 +148,14 @@ class PoolSettings(BaseModel):
     max_replicas: int = 1
     max_batch_size: int = 4
     batch_wait_timeout_s: float = 0.02
+    # Run the stage inside the decode replicas, on each chunk as it is decoded, instead of in a
+    # pool of its own (as Ray Data fuses operators): no request per chunk, and pixels no longer
+    # cross the object store once every image stage is fused. For CPU stages on a machine where
+    # every stage competes for the same cores; size the decode pool for the fused work.
+    fuse: bool = False
+
+
+_FUSABLE = ("ocr", "vlm", "embed")
 
 
 class RaySettings(BaseSettings):
@@ -161,6 +169,22 @@ class RaySettings(BaseSettings):
     ocr: PoolSettings = PoolSettings(num_cpus=0.8)
     vlm: PoolSettings = PoolSettings(num_cpus=0.5)
     embed: PoolSettings = PoolSettings(num_cpus=0.3)
+
+    @model_validator(mode="after")
+    def _fusable(self) -> RaySettings:
+        for name in ("fetch", "decode"):
+            if getattr(self, name).fuse:
+                raise ValueError(f"ray.{name}.fuse: only {', '.join(_FUSABLE)} fuse into decode")
+        for name in _FUSABLE:
+            pool: PoolSettings = getattr(self, name)
+            if pool.fuse and pool.num_gpus:
+                raise ValueError(f"ray.{name}: a stage with GPUs runs in a pool of its own")
+        return self
+
+    @property
+    def fused(self) -> frozenset[str]:
+        """The stages that run inside the decode replicas."""
+        return frozenset(name for name in _FUSABLE if getattr(self, name).fuse)
 
 
 class RuntimeSettings(BaseSettings):

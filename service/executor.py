@@ -8,11 +8,11 @@ classes: ``LocalExecutor`` (in this process, threads; unit tests and baselines) 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Collection, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.records import Chunk, LocalVideo, VideoRef
+from core.records import Chunk, Frame, LocalVideo, VideoRef
 from sinks.base import EarlierResult, VideoResult
 from stages.decode import ResumePoint
 
@@ -21,7 +21,11 @@ from stages.decode import ResumePoint
 class ChunkTicket:
     """A decoded chunk waiting for the image stages. ``payload`` is where its pixels are: the
     chunk itself in-process, or an object-store reference on Ray, so pixels travel from the
-    decoder to the image stages without passing through the orchestrating process."""
+    decoder to the image stages without passing through the orchestrating process.
+
+    Stages run inside the decoder (``StageExecutor.inline``) are named in ``applied``;
+    ``analysed`` is then the chunk with their outputs (no pixels) and ``seconds`` what each
+    took. ``payload`` is None when no image stage is left to read the pixels."""
 
     video_id: str
     index: int
@@ -29,9 +33,26 @@ class ChunkTicket:
     last: bool
     payload: Any
     stream: str = ""  # the ingest stream it came from, where the executor needs to know
+    applied: frozenset[str] = frozenset()
+    analysed: Chunk | None = None
+    seconds: Mapping[str, float] = field(default_factory=dict)
 
 
 IngestItem = LocalVideo | ChunkTicket
+
+
+def merge_outputs(outputs: list[Chunk]) -> Chunk:
+    """Combine what the image stages found in the same chunk, frame by frame."""
+    base = outputs[0]
+    frames: list[Frame] = []
+    for position, frame in enumerate(base.frames):
+        merged = replace(frame, image=None)
+        for other in outputs[1:]:
+            found = other.frames[position]
+            merged.ocr_lines = merged.ocr_lines or found.ocr_lines
+            merged.caption = merged.caption or found.caption
+        frames.append(merged)
+    return replace(base, frames=frames)
 
 
 class StageExecutor(ABC):
@@ -41,11 +62,17 @@ class StageExecutor(ABC):
     image_stages: tuple[str, ...]
     #: Whether an embedding stage runs after the image stages.
     embeds: bool
+    #: Stages the executor can run inside the decoder, on each chunk as it is decoded.
+    inline: frozenset[str] = frozenset()
 
     @abstractmethod
-    def ingest(self, ref: VideoRef, resume: ResumePoint | None = None) -> AsyncIterator[IngestItem]:
+    def ingest(
+        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
+    ) -> AsyncIterator[IngestItem]:
         """Fetch and probe the video (yield its ``LocalVideo`` first), then decode and sample it
-        (from ``resume`` on), yielding a ticket per chunk as soon as the chunk is ready."""
+        (from ``resume`` on), yielding a ticket per chunk as soon as the chunk is ready; the
+        stages of ``inline`` (a subset of ``self.inline``, the embedder only with every image
+        stage) run on each chunk before its ticket is yielded."""
 
     @abstractmethod
     async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator
 
 from core.config import ServiceConfig
 from core.records import Chunk, VideoRef
@@ -29,7 +29,7 @@ class LocalExecutor(StageExecutor):
             stage.setup()
 
     async def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None
+        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
     ) -> AsyncIterator[IngestItem]:
         pipeline = self._pipeline
         video = (await asyncio.to_thread(pipeline.fetch.process_batch, [ref]))[0]

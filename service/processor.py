@@ -31,7 +31,7 @@ from checkpoint.errors import StaleEpoch
 from core.config import RuntimeSettings
 from core.errors import PermanentError, ReelsenseError, RetryableError
 from core.records import Chunk, Frame, LocalVideo, ProbeInfo, VideoRef
-from service.executor import ChunkTicket, IngestItem, StageExecutor
+from service.executor import ChunkTicket, IngestItem, StageExecutor, merge_outputs
 from service.metrics import PipelineMetrics
 from sinks.base import EarlierResult, VideoResult
 from stages.decode import ResumePoint
@@ -159,7 +159,7 @@ class VideoProcessor:
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
         if reuse.needs_pixels(self._executor.image_stages):
-            items = self._executor.ingest(ref, _resume_point(restored))
+            items = self._executor.ingest(ref, _resume_point(restored), self._inline(reuse))
             if self._decode_slots is not None:
                 items = self._decoding(items, self._decode_slots)
         else:
@@ -214,6 +214,22 @@ class VideoProcessor:
             outbox=self._outbox("video.done", ref, _done_data(result)),
         )
         await self._drop_chunks(ref.video_id)
+
+    def _inline(self, reuse: _Reuse) -> tuple[str, ...]:
+        """The stages to run inside the decoder: those it can run of the image stages to
+        compute, and the embedder when every image stage runs there and nothing is reused
+        (reused outputs are filled in here, before embedding)."""
+        executor = self._executor
+        computed = [s for s in executor.image_stages if s not in reuse.stages]
+        inline = [s for s in computed if s in executor.inline]
+        if (
+            executor.embeds
+            and EMBED in executor.inline
+            and not reuse.stages
+            and len(inline) == len(computed)
+        ):
+            inline.append(EMBED)
+        return tuple(inline)
 
     @staticmethod
     async def _decoding(
@@ -272,22 +288,29 @@ class VideoProcessor:
     ) -> Chunk:
         try:
             image_stages = self._executor.image_stages
+            for stage, seconds in ticket.seconds.items():
+                run.record(stage, seconds, ticket.frames)
             try:
                 outputs = await self._analyse(
-                    run, ticket, [s for s in image_stages if s not in reuse.stages]
+                    run,
+                    ticket,
+                    [s for s in image_stages if s not in reuse.stages and s not in ticket.applied],
                 )
+                if ticket.analysed is not None:
+                    outputs.append(ticket.analysed)
                 # Without any stage to run, the ticket is a chunk replayed from the earlier
                 # result.
-                chunk = reuse.fill(_merge(outputs) if outputs else ticket.payload)
+                chunk = reuse.fill(merge_outputs(outputs) if outputs else ticket.payload)
                 if chunk is None:  # the earlier result lacks a frame of this chunk: compute all
                     extra = await self._analyse(run, ticket, sorted(reuse.stages))
-                    chunk = _merge([*outputs, *extra])
+                    chunk = merge_outputs([*outputs, *extra])
             finally:
                 self._executor.release(ticket)
             for stage in image_stages:
                 await run.stage_done(stage)
             if self._executor.embeds:
-                chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
+                if EMBED not in ticket.applied:
+                    chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
                 await run.stage_done(EMBED)
             if self._settings.chunk_checkpoints:
                 await asyncio.to_thread(self._chunks.put, self._version, chunk)
@@ -392,9 +415,16 @@ class _VideoRun:
             exc.stage = stage  # type: ignore[attr-defined]
             raise
         finally:
-            elapsed = time.monotonic() - started
-            self.timings[stage] += elapsed
-            self.metrics.stage_returned(stage, frames, elapsed, ok=ok)
+            self._returned(stage, frames, time.monotonic() - started, ok=ok)
+
+    def record(self, stage: str, seconds: float, frames: int) -> None:
+        """A stage the decoder ran on a chunk before handing it over, and what it took."""
+        self.metrics.stage_sent(stage)
+        self._returned(stage, frames, seconds, ok=True)
+
+    def _returned(self, stage: str, frames: int, seconds: float, *, ok: bool) -> None:
+        self.timings[stage] += seconds
+        self.metrics.stage_returned(stage, frames, seconds, ok=ok)
 
 
 @dataclass(frozen=True)
@@ -462,20 +492,6 @@ def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:
         return None
     last = previous.frames[-1]
     return ResumePoint(previous.index + 1, last.index + 1, last.timestamp_s, finished=previous.last)
-
-
-def _merge(outputs: list[Chunk]) -> Chunk:
-    """Combine what the image stages found in the same chunk, frame by frame."""
-    base = outputs[0]
-    frames: list[Frame] = []
-    for position, frame in enumerate(base.frames):
-        merged = replace(frame, image=None)
-        for other in outputs[1:]:
-            found = other.frames[position]
-            merged.ocr_lines = merged.ocr_lines or found.ocr_lines
-            merged.caption = merged.caption or found.caption
-        frames.append(merged)
-    return replace(base, frames=frames)
 
 
 def _done_data(result: VideoResult) -> dict[str, Any]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator
 from dataclasses import replace
 from typing import Any, cast
 
@@ -26,9 +27,9 @@ from ray.serve import Application
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
 from core.config import PoolSettings, ServiceConfig
-from core.errors import ReelsenseError
+from core.errors import PermanentError, ReelsenseError
 from core.records import Chunk, VideoRef
-from service.executor import ChunkTicket, IngestItem, StageExecutor
+from service.executor import ChunkTicket, IngestItem, StageExecutor, merge_outputs
 from service.metrics import ActivitySnapshot, StageActivity, replica_name
 from service.result_writer import FencedResultWriter
 from sinks.base import EarlierResult, VideoResult
@@ -42,6 +43,7 @@ POOLS_APP = "reelsense-pools"
 INGEST = "ingest"
 FETCH = "fetch"
 DECODE = "decode"
+EMBED = "embed"
 WRITER = "sink-writer"
 _END = object()
 # How long chunk refs stay held after a video's stream ends: the image stages take the last
@@ -95,11 +97,37 @@ class ChunkCredits:
             event.set()
 
 
+class _StageRunner:
+    """One stage set up in a replica, with its activity."""
+
+    def __init__(self, stage: Stage[Chunk, Chunk]) -> None:
+        self.stage = stage
+        stage.setup()
+        self.activity = StageActivity(stage.name, replica_name(stage.name))
+
+    async def run(self, chunks: list[Chunk]) -> list[Chunk]:
+        """The stage on ``chunks``; the chunks it returns carry no pixels."""
+        with self.activity.working(sum(len(chunk.frames) for chunk in chunks)) as work:
+            done = await work.in_thread(self.stage.process_batch, chunks)
+        return [chunk.without_images() for chunk in done]
+
+
+def _later_stages(config: ServiceConfig) -> dict[str, Stage[Chunk, Chunk]]:
+    """The image stages and the embedder of the configured pipeline, by name."""
+    pipeline = Pipeline.from_config(config)
+    stages: dict[str, Stage[Chunk, Chunk]] = {s.name: s for s in pipeline.image_stages}
+    if pipeline.embed is not None:
+        stages[pipeline.embed.name] = pipeline.embed
+    return stages
+
+
 class IngestPool:
-    """Fetch + probe + decode/sample; one generator per video."""
+    """Fetch + probe + decode/sample; one generator per video. Fused stages
+    (``PoolSettings.fuse``) run here too, on each chunk as it is decoded."""
 
     def __init__(self, config_json: str) -> None:
-        pipeline = Pipeline.from_config(ServiceConfig.model_validate_json(config_json))
+        config = ServiceConfig.model_validate_json(config_json)
+        pipeline = Pipeline.from_config(config)
         self._fetch = pipeline.fetch
         self._decode = pipeline.decode
         self._fetch.setup()
@@ -108,6 +136,12 @@ class IngestPool:
         self._activity = {
             FETCH: StageActivity(FETCH, replica),
             DECODE: StageActivity(DECODE, replica),
+        }
+        self._image_stages = [stage.name for stage in pipeline.image_stages]
+        self._fused = {
+            name: _StageRunner(stage)
+            for name, stage in _later_stages(config).items()
+            if name in config.ray.fused
         }
         # Chunk refs this replica put, held until the caller releases them (its image stages
         # are done with the pixels) or a while after the video's stream ends: a ref nested in
@@ -122,15 +156,19 @@ class IngestPool:
         resume: ResumePoint | None = None,
         credits: Any = None,
         key: str = "",
+        inline: tuple[str, ...] = (),
     ) -> AsyncIterator[IngestItem]:
         """``credits`` (a ``ChunkCredits`` handle) and ``key``: wait for a grant before each
-        chunk; None decodes as fast as it can."""
+        chunk; None decodes as fast as it can. ``inline``: fused stages to run on each chunk
+        (the image stages first, then the embedder)."""
         with self._activity[FETCH].working(1) as work:
             video = (await work.in_thread(self._fetch.process_batch, [ref]))[0]
         yield video
         hold = uuid.uuid4().hex
         held: dict[int, ray.ObjectRef[Any]] = {}
         self._held[hold] = held
+        # Pixels go to the object store unless every image stage runs here.
+        pixels = not set(self._image_stages) <= set(inline)
         try:
             chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
             produced = 0
@@ -147,20 +185,58 @@ class IngestPool:
                 if chunk is _END:
                     return
                 assert isinstance(chunk, Chunk)
-                ref_ = ray.put(chunk)
-                held[chunk.index] = ref_
+                ticket = ChunkTicket(
+                    chunk.video_id, chunk.index, len(chunk.frames), chunk.last, payload=None
+                )
+                if inline:
+                    ticket = await self._run_inline(ticket, chunk, inline)
+                if pixels:
+                    held[chunk.index] = ticket_ref = ray.put(chunk)
+                    ticket = replace(ticket, payload=ticket_ref)
                 produced += 1
-                yield ChunkTicket(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, ref_)
+                yield ticket
         finally:
             asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
             await asyncio.to_thread(self._fetch.release, video)
 
+    async def _run_inline(
+        self, ticket: ChunkTicket, chunk: Chunk, inline: tuple[str, ...]
+    ) -> ChunkTicket:
+        outputs: list[Chunk] = []
+        seconds: dict[str, float] = {}
+        for name in inline:
+            started = time.monotonic()
+            try:
+                if name == EMBED:
+                    outputs = await self._fused[name].run([merge_outputs(outputs)])
+                else:
+                    outputs.extend(await self._fused[name].run([chunk]))
+            except PermanentError as exc:
+                exc.stage = name  # type: ignore[attr-defined]
+                raise
+            seconds[name] = time.monotonic() - started
+        return replace(
+            ticket, applied=frozenset(inline), analysed=merge_outputs(outputs), seconds=seconds
+        )
+
+    async def analyse(self, stage: str, item: ChunkTicket | Chunk) -> Chunk:
+        """A fused stage on one chunk, called as a pool's would be (when a video reuses some
+        outputs of an earlier result, the stages left run on their own)."""
+        chunk = (await item.payload) if isinstance(item, ChunkTicket) else item
+        return (await self._fused[stage].run([chunk]))[0]
+
     def activity(self, since: int = 0) -> list[ActivitySnapshot]:
-        return [activity.snapshot(since) for activity in self._activity.values()]
+        runners = self._fused.values()
+        activities = [*self._activity.values(), *(runner.activity for runner in runners)]
+        return [activity.snapshot(since) for activity in activities]
 
     def held(self) -> int:
         """Chunk refs this replica holds (pixels in the object store kept for readers)."""
         return sum(len(held) for held in self._held.values())
+
+    def __del__(self) -> None:
+        for runner in self._fused.values():
+            runner.stage.teardown()
 
 
 class ModelPool:
@@ -168,29 +244,21 @@ class ModelPool:
 
     def __init__(self, config_json: str, stage: str) -> None:
         config = ServiceConfig.model_validate_json(config_json)
-        pipeline = Pipeline.from_config(config)
-        stages: dict[str, Stage[Chunk, Chunk]] = {s.name: s for s in pipeline.image_stages}
-        if pipeline.embed is not None:
-            stages[pipeline.embed.name] = pipeline.embed
-        self._stage = stages[stage]
-        self._stage.setup()
+        self._runner = _StageRunner(_later_stages(config)[stage])
         pool: PoolSettings = getattr(config.ray, stage)
         self.process.set_max_batch_size(pool.max_batch_size)  # type: ignore[attr-defined]
         self.process.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
-        self._activity = StageActivity(stage, replica_name(stage))
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)  # type: ignore[untyped-decorator]
     async def process(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
         chunks = [(await item.payload) if isinstance(item, ChunkTicket) else item for item in items]
-        with self._activity.working(sum(len(chunk.frames) for chunk in chunks)) as work:
-            done = await work.in_thread(self._stage.process_batch, chunks)
-        return [chunk.without_images() for chunk in done]
+        return await self._runner.run(chunks)
 
     def activity(self, since: int = 0) -> list[ActivitySnapshot]:
-        return [self._activity.snapshot(since)]
+        return [self._runner.activity.snapshot(since)]
 
     def __del__(self) -> None:
-        self._stage.teardown()
+        self._runner.stage.teardown()
 
 
 class SinkWriterPool:
@@ -198,10 +266,13 @@ class SinkWriterPool:
     also the ingress of the pools application: called, it names the stage pools it runs."""
 
     def __init__(self, config_json: str, stages: list[str], *pools: DeploymentHandle[Any]) -> None:
-        self._writer = FencedResultWriter(ServiceConfig.model_validate_json(config_json))
-        self._stages = stages  # ``pools`` are bound only so that Serve deploys them
+        config = ServiceConfig.model_validate_json(config_json)
+        self._writer = FencedResultWriter(config)
+        # ``pools`` are bound only so that Serve deploys them.
+        self._stages = {name: name in config.ray.fused for name in stages}
 
-    def __call__(self) -> list[str]:
+    def __call__(self) -> dict[str, bool]:
+        """Stage -> whether it runs in the decode replicas (fused)."""
         return self._stages
 
     async def write(self, result: VideoResult) -> None:
@@ -224,6 +295,8 @@ def pools_application(config: ServiceConfig) -> Application:
     if pipeline.embed is not None:
         names.append(pipeline.embed.name)
     for name in names:
+        if name in config.ray.fused:
+            continue  # runs in the ingest replicas
         pool = serve.deployment(**_deployment_options(getattr(config.ray, name), name))(ModelPool)
         pools.append(pool.bind(config_json, name))
     writer = serve.deployment(
@@ -260,16 +333,20 @@ def _deployment_options(pool: PoolSettings, name: str) -> dict[str, Any]:
 class RayExecutor(StageExecutor):
     """Drives the Serve stage pools from the orchestrating process."""
 
-    def __init__(self, stages: list[str], *, decode_ahead: int = 2) -> None:
+    def __init__(self, stages: dict[str, bool], *, decode_ahead: int = 2) -> None:
+        """``stages``: stage -> whether it is fused into the ingest replicas."""
         self._ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
         self._decode_ahead = decode_ahead
         self._credits = ChunkCredits.remote()  # type: ignore[attr-defined]
         self._writer = serve.get_deployment_handle(WRITER, app_name=POOLS_APP)
         self._pools = {
-            name: serve.get_deployment_handle(name, app_name=POOLS_APP) for name in stages
+            name: serve.get_deployment_handle(name, app_name=POOLS_APP)
+            for name, fused in stages.items()
+            if not fused
         }
-        self.embeds = "embed" in self._pools
-        self.image_stages = tuple(name for name in stages if name != "embed")
+        self.inline = frozenset(name for name, fused in stages.items() if fused)
+        self.embeds = EMBED in stages
+        self.image_stages = tuple(name for name in stages if name != EMBED)
 
     @classmethod
     def deploy(cls, config: ServiceConfig) -> RayExecutor:
@@ -290,7 +367,7 @@ class RayExecutor(StageExecutor):
         return cls(stages, decode_ahead=config.runtime.decode_ahead_chunks if config else 2)
 
     async def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None
+        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
     ) -> AsyncIterator[IngestItem]:
         # Chunks are granted as the caller takes them: decoding stays ``decode_ahead`` chunks
         # ahead of what the orchestration has taken, so the pixels in the object store stay
@@ -299,7 +376,9 @@ class RayExecutor(StageExecutor):
         self._credits.grant.remote(key, self._decode_ahead)
         stream = cast(
             DeploymentResponseGenerator[IngestItem],
-            self._ingest.options(stream=True).ingest.remote(ref, resume, self._credits, key),
+            self._ingest.options(stream=True).ingest.remote(
+                ref, resume, self._credits, key, tuple(inline)
+            ),
         )
         taken = 0
         try:
@@ -326,19 +405,23 @@ class RayExecutor(StageExecutor):
         return by_stage
 
     async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
-        try:
-            result: Chunk = await self._pools[stage].process.remote(ticket)
-        except RayTaskError as exc:
-            raise _cause(exc) from None
-        return result
+        return await self._stage(stage, ticket)
 
     def release(self, ticket: ChunkTicket) -> None:
-        if ticket.stream:
+        if ticket.stream and ticket.payload is not None:
             self._credits.release.remote(ticket.stream, ticket.index)
 
     async def embed(self, chunk: Chunk) -> Chunk:
+        return await self._stage(EMBED, chunk)
+
+    async def _stage(self, stage: str, item: ChunkTicket | Chunk) -> Chunk:
+        """One stage on one chunk: in its pool, or in an ingest replica when fused."""
+        pool = self._pools.get(stage)
         try:
-            result: Chunk = await self._pools["embed"].process.remote(chunk)
+            if pool is None:
+                result: Chunk = await self._ingest.analyse.remote(stage, item)
+            else:
+                result = await pool.process.remote(item)
         except RayTaskError as exc:
             raise _cause(exc) from None
         return result

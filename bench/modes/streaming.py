@@ -140,7 +140,7 @@ async def _measure(spec: RunSpec, config: ServiceConfig) -> ModeResult:
                     if name.startswith(_STAGE_CPU)
                 },
             }
-        timeline = await _activity()
+        timeline = await _activity(config.ray.fused)
     finally:
         await producer.stop()
         service.request_stop()
@@ -240,12 +240,13 @@ def _reported(name: str) -> bool:
     )
 
 
-async def _activity() -> list[Activity]:
-    """Every replica's working intervals, straight from the pools (a broadcast)."""
+async def _activity(fused: frozenset[str]) -> list[Activity]:
+    """Every replica's working intervals, straight from the pools (a broadcast); a fused
+    stage's are in the ingest replicas'."""
     from ray import serve
 
     timeline: list[Activity] = []
-    for pool in _POOLS:
+    for pool in (name for name in _POOLS if name not in fused):
         handle = serve.get_deployment_handle(pool, app_name=POOLS_APP)
         for reply in await handle.broadcast("activity").results_async():
             for snap in reply:

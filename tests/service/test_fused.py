@@ -1,0 +1,187 @@
+"""Stages fused into the decode replicas (``PoolSettings.fuse``), on real Ray Serve: chunks are
+analysed where they are decoded and no pixels reach the object store; a stage left in a pool of
+its own still reads the pixels there; a video that reuses an earlier result gets the stages it
+still needs from the fused replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray import serve
+
+from checkpoint.base import VideoState
+from checkpoint.chunk_store import ChunkStore
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ServiceConfig
+from core.records import LocalVideo, VideoRef
+from models.embedding import resolve_model_path
+from service.executor import ChunkTicket
+from service.processor import VideoProcessor
+from service.ray_pools import INGEST, POOLS_APP, RayExecutor
+from service.samples import Scene, write_video
+from sinks.lance import LanceFrameSink, LanceSummarySink
+from sinks.object_store import LocalObjectStore
+from stages.pipeline import Pipeline
+from tests.models.tiny_vlm import build_tiny_qwen2_vl
+
+pytestmark = pytest.mark.slow
+
+
+def fused_config(root: Path, redis_url: str, **stages: Any) -> ServiceConfig:
+    vlm = {"vlm": {"num_cpus": 0.3}} if stages.get("vlm_model") else {}
+    return ServiceConfig.load(
+        redis={"url": redis_url, "key_prefix": f"fused-{root.name}"},
+        storage={
+            "lance_uri": str(root / "lance"),
+            "object_store_uri": str(root / "objects"),
+            "writer_flush_s": 0.1,
+        },
+        limits={"file_roots": (str(root),)},
+        stages={"sample_fps": 2.0, "chunk_frames": 2, **stages},
+        ray={
+            "decode": {"num_cpus": 0.5},
+            "ocr": {"fuse": True},
+            "embed": {"fuse": True},
+            **vlm,
+        },
+        runtime={"workdir": str(root / "work"), "chunks_in_flight_per_video": 2},
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path, redis_url: str) -> AsyncIterator[RedisCheckpointStore]:
+    store = RedisCheckpointStore(fused_config(tmp_path, redis_url).redis)
+    yield store
+    await store.close()
+
+
+async def deployed(config: ServiceConfig) -> RayExecutor:
+    return await asyncio.to_thread(RayExecutor.deploy, config)
+
+
+async def process(
+    config: ServiceConfig, executor: RayExecutor, store: RedisCheckpointStore, ref: VideoRef
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The video through the processor; its summary row and frame rows."""
+    await VideoProcessor(
+        store=store,
+        executor=executor,
+        chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
+        lineage=Pipeline.from_config(config).lineage,
+        settings=config.runtime,
+    ).process(ref)
+    status = await store.get(ref.video_id)
+    assert status is not None
+    assert status.status is VideoState.DONE, status
+    summary = LanceSummarySink(config.storage.lance_uri).video_row(ref.video_id)
+    assert summary is not None
+    rows = LanceFrameSink(config.storage.lance_uri).frame_rows(ref.video_id, with_embedding=True)
+    return summary, rows
+
+
+async def ingest_calls(stage: str) -> dict[str, int]:
+    """Calls of ``stage`` per ingest replica."""
+    ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
+    replies = await ingest.broadcast("activity").results_async()
+    return {s.replica: s.calls for reply in replies for s in reply if s.stage == stage}
+
+
+async def test_fused_stages_run_where_the_chunks_are_decoded(
+    tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore
+) -> None:
+    config = fused_config(tmp_path, redis_url)
+    scenes = [Scene(("ALPHA",), 1.0), Scene(("OMEGA",), 1.0)]
+    source = write_video(tmp_path / "fused.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef("fused", source.as_uri())
+    executor = await deployed(config)
+    try:
+        # No pool of their own: the pools application runs the decoder and the writer only.
+        deployments = serve.status().applications[POOLS_APP].deployments
+        assert set(deployments) == {INGEST, "sink-writer"}
+        assert executor.inline == {"ocr", "embed"}
+
+        # Each chunk arrives analysed and embedded, with no pixels left to fetch.
+        stream = executor.ingest(ref, inline=("ocr", "embed"))
+        assert isinstance(await anext(stream), LocalVideo)
+        tickets = [item async for item in stream]
+        assert all(isinstance(t, ChunkTicket) for t in tickets)
+        assert [t.index for t in tickets] == [0, 1]
+        for ticket in tickets:
+            assert ticket.payload is None
+            assert ticket.applied == {"ocr", "embed"}
+            assert set(ticket.seconds) == {"ocr", "embed"}
+            assert ticket.analysed is not None
+            assert all(f.image is None for f in ticket.analysed.frames)
+        texts = [f.ocr_text for t in tickets if t.analysed for f in t.analysed.frames]
+        assert any("ALPHA" in text for text in texts), texts
+        assert any("OMEGA" in text for text in texts), texts
+        ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
+        assert sum(await ingest.broadcast("held").results_async()) == 0
+
+        # Through the processor: the same outputs reach the sinks, with each stage's time.
+        summary, rows = await process(config, executor, store, ref)
+        assert {"ocr", "embed"} <= set(summary["timings"])
+        assert summary["timings"]["ocr"] > 0
+        assert any("ALPHA" in row["ocr_text"] for row in rows)
+        assert all(row["embedding"] is not None for row in rows if row["ocr_text"])
+        # The fused stages' activity is the decoder replica's.
+        activity = await executor.activity()
+        decoders = {s.replica for s in activity["decode"]}
+        assert {s.replica for s in activity["ocr"]} == decoders
+        assert sum(s.items for s in activity["ocr"]) == 2 * len(rows)  # the stream, then the video
+    finally:
+        await executor.close()
+
+    # Only the embedding model changes: OCR is taken from the result above and nothing is
+    # decoded (the source is gone); the embedder still runs in the ingest replica.
+    model = shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tmp_path / "minilm-copy")
+    new_embedder = config.model_copy(
+        update={"stages": config.stages.model_copy(update={"embed_model": str(model)})}
+    )
+    source.unlink()
+    executor = await deployed(new_embedder)
+    try:
+        before = sum((await ingest_calls("embed")).values())
+        summary, reused = await process(new_embedder, executor, store, ref)
+        assert "ocr" not in summary["timings"]
+        assert "embed" in summary["timings"]
+        assert [row["ocr_text"] for row in reused] == [row["ocr_text"] for row in rows]
+        assert all(row["embedding"] is not None for row in reused if row["ocr_text"])
+        # Two chunks, each embedded by a call routed to an ingest replica.
+        assert sum((await ingest_calls("embed")).values()) - before == 2
+    finally:
+        await executor.close()
+
+
+async def test_a_stage_in_a_pool_of_its_own_reads_the_pixels_the_decoder_put(
+    tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore
+) -> None:
+    vlm = build_tiny_qwen2_vl(tmp_path / "tiny-vlm")
+    config = fused_config(tmp_path, redis_url, vlm_model=str(vlm), vlm_max_new_tokens=4)
+    scenes = [Scene(("GAMMA",), 1.0), Scene(("DELTA",), 1.0)]
+    source = write_video(tmp_path / "mixed.mp4", scenes, fps=10, size=(320, 240))
+    executor = await deployed(config)
+    try:
+        assert set(serve.status().applications[POOLS_APP].deployments) == {
+            INGEST,
+            "vlm",
+            "sink-writer",
+        }
+        summary, rows = await process(config, executor, store, VideoRef("mixed", source.as_uri()))
+        # OCR ran in the decoder, the VLM in its pool on the pixels; the embedder (fused) after
+        # both, on a merged chunk, through the ingest replicas.
+        assert {"ocr", "vlm", "embed"} <= set(summary["timings"])
+        assert any("GAMMA" in row["ocr_text"] for row in rows)
+        assert all(row["caption"] for row in rows)
+        assert all(row["embedding"] is not None for row in rows)
+        activity = await executor.activity()
+        assert sum(s.items for s in activity["vlm"]) == len(rows)
+        assert sum(s.items for s in activity["ocr"]) == len(rows)
+        assert {s.replica for s in activity["embed"]} == {s.replica for s in activity["decode"]}
+    finally:
+        await executor.close()

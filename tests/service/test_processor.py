@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -330,9 +330,9 @@ class _Watched(LocalExecutor):
         self.seen: list[tuple[str, str]] = []
 
     async def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None
+        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
     ) -> AsyncIterator[IngestItem]:
-        async for item in super().ingest(ref, resume):
+        async for item in super().ingest(ref, resume, inline):
             kind = "video" if isinstance(item, LocalVideo) else "last" if item.last else "chunk"
             self.seen.append((ref.video_id, kind))
             yield item

@@ -257,8 +257,8 @@ def _breakdown_table(report: dict[str, Any]) -> list[str]:
         "scaling: what a busy core is worth with every core busy, measured before the mode):",
         "",
         "| mode | efficiency | stage CPU-s/video | stage cost vs bound | efficiency at run cost "
-        "| non-stage CPU | CPU busy | host scaling |",
-        "|---|---|---|---|---|---|---|---|",
+        "| non-stage CPU | CPU busy | host scaling | efficiency in window |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in rows:
         b = s["cpu_breakdown"]
@@ -270,6 +270,7 @@ def _breakdown_table(report: dict[str, Any]) -> list[str]:
             b["non_stage_cpu_fraction"],
             s.get("cpu_busy_fraction"),
             s.get("host_parallel_scaling"),
+            b.get("efficiency_in_window"),
         ]
         lines.append(f"| {name} | " + " | ".join(_cell(c) for c in cells) + " |")
     return lines

@@ -78,12 +78,17 @@ def test_efficiency_splits_into_the_pipelines_share_and_the_stage_cost_inflation
     assert split["stage_work_cost_vs_bound"] == pytest.approx(1.0)  # the replicas' own work
     assert split["efficiency_at_run_cost"] == pytest.approx(15.0 * 6.6 / (60 * cores), abs=0.001)
     assert split["non_stage_cpu_fraction"] == pytest.approx(1 - 6.6 * 8 / 57.0, abs=0.001)
+    # The bound taken from the stage threads' CPU in the mode's own window: 6.0 CPU-s/video.
+    assert split["efficiency_in_window"] == pytest.approx(15.0 * 6.0 / (60 * cores), abs=0.001)
+    assert report["efficiency_in_window"] == split["efficiency_in_window"]
+    assert report["acceptance"]["efficiency_in_window"]["target"] == 0.85
     assert stream["efficiency"] == pytest.approx(
         split["efficiency_at_run_cost"] / split["stage_cost_vs_bound"], abs=0.002
     )
     assert report["modes"]["sequential_per_core"]["cpu_breakdown"]["stage_cost_vs_bound"] == 1.0
     assert report["modes"]["sequential_single"]["cpu_breakdown"]["stage_cost_vs_bound"] == 0.95
     assert "stage_work_cost_vs_bound" not in report["modes"]["sequential_single"]["cpu_breakdown"]
+    assert "efficiency_in_window" not in report["modes"]["sequential_single"]["cpu_breakdown"]
     assert "cpu_breakdown" not in report["modes"]["raydata:y"]  # its stage CPU is not known
     assert "efficiency" not in report["modes"]["memory"]  # other videos: the bound is not theirs
     assert report["efficiency_breakdown"]["host_parallel_scaling"] == 0.9

@@ -15,19 +15,16 @@ import pytest
 from ray import serve
 
 from checkpoint.base import VideoState
-from checkpoint.chunk_store import ChunkStore
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import LocalVideo, VideoRef
 from models.embedding import resolve_model_path
 from service.executor import ChunkTicket
-from service.processor import VideoProcessor
 from service.ray_pools import INGEST, POOLS_APP, RayExecutor
 from service.samples import Scene, write_video
 from sinks.lance import LanceFrameSink, LanceSummarySink
-from sinks.object_store import LocalObjectStore
-from stages.pipeline import Pipeline
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
+from tests.service.test_processor import processor
 
 pytestmark = pytest.mark.slow
 
@@ -68,13 +65,7 @@ async def process(
     config: ServiceConfig, executor: RayExecutor, store: RedisCheckpointStore, ref: VideoRef
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The video through the processor; its summary row and frame rows."""
-    await VideoProcessor(
-        store=store,
-        executor=executor,
-        chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
-        lineage=Pipeline.from_config(config).lineage,
-        settings=config.runtime,
-    ).process(ref)
+    await processor(config, executor, store).process(ref)
     status = await store.get(ref.video_id)
     assert status is not None
     assert status.status is VideoState.DONE, status

@@ -21,7 +21,7 @@ from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef
 from models.embedding import resolve_model_path
-from service.executor import IngestItem
+from service.executor import IngestItem, StageExecutor
 from service.local_executor import LocalExecutor
 from service.processor import VideoProcessor
 from service.samples import Scene, write_video
@@ -66,7 +66,7 @@ async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
 
 
 def processor(
-    config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    config: ServiceConfig, executor: StageExecutor, store: RedisCheckpointStore
 ) -> VideoProcessor:
     return VideoProcessor(
         store=store,

@@ -50,6 +50,7 @@ _END = object()
 # chunks within seconds; a crashed orchestrator's chunks are dropped after this.
 _HOLD_AFTER_END_S = 120.0
 _CLOSED_KEPT = 10_000
+_FUSED_MAX_ONGOING = 4096
 
 
 @ray.remote(num_cpus=0)
@@ -289,7 +290,15 @@ def pools_application(config: ServiceConfig) -> Application:
     """Every stage pool and the sink writer, as the one Serve application ``POOLS_APP``."""
     pipeline = Pipeline.from_config(config)
     config_json = config.to_replica_json()
-    ingest = serve.deployment(**_deployment_options(config.ray.decode, INGEST))(IngestPool)
+    ingest_options = _deployment_options(config.ray.decode, INGEST)
+    if config.ray.fused:
+        # A decode stream holds its request for a whole video and waits for its chunks to be
+        # taken; calls of fused stages routed here (a reused result's stages, an embedder that
+        # reads a pooled VLM's captions) are what finish those chunks. Under one cap for both,
+        # streams can take every slot and starve the calls for good. Streams stay bounded by
+        # the consumers' videos in flight, and Serve spreads them over the replicas.
+        ingest_options["max_ongoing_requests"] = _FUSED_MAX_ONGOING
+    ingest = serve.deployment(**ingest_options)(IngestPool)
     pools = [ingest.bind(config_json)]
     names = [stage.name for stage in pipeline.image_stages]
     if pipeline.embed is not None:

@@ -176,3 +176,38 @@ async def test_a_stage_in_a_pool_of_its_own_reads_the_pixels_the_decoder_put(
         assert {s.replica for s in activity["embed"]} == {s.replica for s in activity["decode"]}
     finally:
         await executor.close()
+
+
+async def test_calls_routed_to_the_decoders_are_not_starved_by_streams(
+    tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore
+) -> None:
+    # Decode batches of 1: the pools' own sizing gives the ingest replica 4 request slots, and
+    # 5 videos stream at once. Every chunk's embedding is a call to the same replica (it reads
+    # the VLM's captions, so it cannot run in the stream), and each stream waits for its chunks
+    # to be taken: with the streams holding every slot, the embeddings, and so the videos,
+    # would never finish (they did not, before the fused ingest pool was uncapped).
+    vlm = build_tiny_qwen2_vl(tmp_path / "tiny-vlm")
+    base = fused_config(tmp_path, redis_url, vlm_model=str(vlm), vlm_max_new_tokens=2)
+    config = base.model_copy(
+        update={
+            "ray": base.ray.model_copy(
+                update={"decode": base.ray.decode.model_copy(update={"max_batch_size": 1})}
+            )
+        }
+    )
+    refs = []
+    for i in range(5):
+        scenes = [Scene((f"PAGE {i} {n}",), 1.0) for n in range(4)]  # 4 chunks of 2 samples
+        path = write_video(tmp_path / f"busy-{i}.mp4", scenes, fps=10, size=(160, 120))
+        refs.append(VideoRef(f"busy-{i}", path.as_uri()))
+    executor = await deployed(config)
+    try:
+        done = await asyncio.wait_for(
+            asyncio.gather(*(process(config, executor, store, ref) for ref in refs)), 200
+        )
+        for summary, rows in done:
+            assert {"vlm", "embed"} <= set(summary["timings"])
+            assert len(rows) == 8
+            assert all(row["embedding"] is not None and row["caption"] for row in rows)
+    finally:
+        await executor.close()

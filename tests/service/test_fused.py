@@ -29,8 +29,11 @@ from tests.service.test_processor import processor
 pytestmark = pytest.mark.slow
 
 
-def fused_config(root: Path, redis_url: str, **stages: Any) -> ServiceConfig:
-    vlm = {"vlm": {"num_cpus": 0.3}} if stages.get("vlm_model") else {}
+def fused_config(
+    root: Path, redis_url: str, *, vlm: Path | None = None, decode_batch: int = 4
+) -> ServiceConfig:
+    """OCR and embeddings fused into the decoder; a tiny VLM in a pool of its own if given."""
+    stages: dict[str, Any] = {"vlm_model": str(vlm), "vlm_max_new_tokens": 2} if vlm else {}
     return ServiceConfig.load(
         redis={"url": redis_url, "key_prefix": f"fused-{root.name}"},
         storage={
@@ -41,13 +44,18 @@ def fused_config(root: Path, redis_url: str, **stages: Any) -> ServiceConfig:
         limits={"file_roots": (str(root),)},
         stages={"sample_fps": 2.0, "chunk_frames": 2, **stages},
         ray={
-            "decode": {"num_cpus": 0.5},
+            "decode": {"num_cpus": 0.5, "max_batch_size": decode_batch},
             "ocr": {"fuse": True},
             "embed": {"fuse": True},
-            **vlm,
+            **({"vlm": {"num_cpus": 0.3}} if vlm else {}),
         },
         runtime={"workdir": str(root / "work"), "chunks_in_flight_per_video": 2},
     )
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny-vlm"))
 
 
 @pytest.fixture
@@ -150,10 +158,9 @@ async def test_fused_stages_run_where_the_chunks_are_decoded(
 
 
 async def test_a_stage_in_a_pool_of_its_own_reads_the_pixels_the_decoder_put(
-    tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore
+    tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore, tiny_vlm: Path
 ) -> None:
-    vlm = build_tiny_qwen2_vl(tmp_path / "tiny-vlm")
-    config = fused_config(tmp_path, redis_url, vlm_model=str(vlm), vlm_max_new_tokens=4)
+    config = fused_config(tmp_path, redis_url, vlm=tiny_vlm)
     scenes = [Scene(("GAMMA",), 1.0), Scene(("DELTA",), 1.0)]
     source = write_video(tmp_path / "mixed.mp4", scenes, fps=10, size=(320, 240))
     executor = await deployed(config)
@@ -179,22 +186,14 @@ async def test_a_stage_in_a_pool_of_its_own_reads_the_pixels_the_decoder_put(
 
 
 async def test_calls_routed_to_the_decoders_are_not_starved_by_streams(
-    tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore
+    tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore, tiny_vlm: Path
 ) -> None:
     # Decode batches of 1: the pools' own sizing gives the ingest replica 4 request slots, and
     # 5 videos stream at once. Every chunk's embedding is a call to the same replica (it reads
     # the VLM's captions, so it cannot run in the stream), and each stream waits for its chunks
     # to be taken: with the streams holding every slot, the embeddings, and so the videos,
     # would never finish (they did not, before the fused ingest pool was uncapped).
-    vlm = build_tiny_qwen2_vl(tmp_path / "tiny-vlm")
-    base = fused_config(tmp_path, redis_url, vlm_model=str(vlm), vlm_max_new_tokens=2)
-    config = base.model_copy(
-        update={
-            "ray": base.ray.model_copy(
-                update={"decode": base.ray.decode.model_copy(update={"max_batch_size": 1})}
-            )
-        }
-    )
+    config = fused_config(tmp_path, redis_url, vlm=tiny_vlm, decode_batch=1)
     refs = []
     for i in range(5):
         scenes = [Scene((f"PAGE {i} {n}",), 1.0) for n in range(4)]  # 4 chunks of 2 samples

@@ -201,27 +201,23 @@ def _breakdown(summary: dict[str, Any], bound_cpu_s: float, cores: int) -> dict[
     stage_s = sum(summary["stage_cpu_s_per_video"].values())
     tree_s = summary.get("tree_cpu_s") or 0.0
     stage_total = stage_s * summary["videos"]
-    work = summary.get("stage_work_cpu_s_per_video")
     vpm = summary["videos_per_min"]
-    return {
+    breakdown = {
         "stage_cpu_s_per_video": round(stage_s, 3),
         "stage_cost_vs_bound": round(stage_s / bound_cpu_s, 3),
-        # Streaming: the stage threads' own CPU (the replicas' Ray machinery left out).
-        **(
-            {"stage_work_cost_vs_bound": round(sum(work.values()) / bound_cpu_s, 3)} if work else {}
-        ),
         "efficiency_at_run_cost": round(vpm * stage_s / (60 * cores), 3),
+        "non_stage_cpu_fraction": round(max(0.0, 1 - stage_total / tree_s), 3) if tree_s else None,
+    }
+    work = summary.get("stage_work_cpu_s_per_video")
+    if work:  # streaming: the stage threads' own CPU (the replicas' Ray machinery left out)
+        work_s = sum(work.values())
+        breakdown["stage_work_cost_vs_bound"] = round(work_s / bound_cpu_s, 3)
         # The bound from the stage threads' single-threaded CPU per video in this mode's own
         # window: the share of the cores' time spent on stage work. The host's speed drifts by
         # up to 15% from one minute to the next here (the same stage work, measured a minute
         # apart); a bound measured in the same window moves with it.
-        **(
-            {"efficiency_in_window": round(vpm * sum(work.values()) / (60 * cores), 3)}
-            if work
-            else {}
-        ),
-        "non_stage_cpu_fraction": round(max(0.0, 1 - stage_total / tree_s), 3) if tree_s else None,
-    }
+        breakdown["efficiency_in_window"] = round(vpm * work_s / (60 * cores), 3)
+    return breakdown
 
 
 def _acceptance(report: dict[str, Any]) -> dict[str, Any]:

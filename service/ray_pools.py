@@ -106,16 +106,17 @@ class _StageRunner:
         stage.setup()
         self.activity = StageActivity(stage.name, replica_name(stage.name))
 
-    async def run(self, chunks: list[Chunk]) -> list[Chunk]:
-        """The stage on ``chunks``; the chunks it returns carry no pixels."""
+    async def run(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
+        """The stage on the chunks (a ticket's pixels read from the object store); the chunks
+        it returns carry no pixels."""
+        chunks = [(await item.payload) if isinstance(item, ChunkTicket) else item for item in items]
         with self.activity.working(sum(len(chunk.frames) for chunk in chunks)) as work:
             done = await work.in_thread(self.stage.process_batch, chunks)
         return [chunk.without_images() for chunk in done]
 
 
-def _later_stages(config: ServiceConfig) -> dict[str, Stage[Chunk, Chunk]]:
-    """The image stages and the embedder of the configured pipeline, by name."""
-    pipeline = Pipeline.from_config(config)
+def _later_stages(pipeline: Pipeline) -> dict[str, Stage[Chunk, Chunk]]:
+    """The image stages and the embedder of the pipeline, by name."""
     stages: dict[str, Stage[Chunk, Chunk]] = {s.name: s for s in pipeline.image_stages}
     if pipeline.embed is not None:
         stages[pipeline.embed.name] = pipeline.embed
@@ -141,7 +142,7 @@ class IngestPool:
         self._image_stages = [stage.name for stage in pipeline.image_stages]
         self._fused = {
             name: _StageRunner(stage)
-            for name, stage in _later_stages(config).items()
+            for name, stage in _later_stages(pipeline).items()
             if name in config.ray.fused
         }
         # Chunk refs this replica put, held until the caller releases them (its image stages
@@ -205,26 +206,29 @@ class IngestPool:
     ) -> ChunkTicket:
         outputs: list[Chunk] = []
         seconds: dict[str, float] = {}
-        for name in inline:
+
+        async def run(name: str, on: Chunk) -> Chunk:
             started = time.monotonic()
             try:
-                if name == EMBED:
-                    outputs = await self._fused[name].run([merge_outputs(outputs)])
-                else:
-                    outputs.extend(await self._fused[name].run([chunk]))
+                (done,) = await self._fused[name].run([on])
             except PermanentError as exc:
                 exc.stage = name  # type: ignore[attr-defined]
                 raise
             seconds[name] = time.monotonic() - started
-        return replace(
-            ticket, applied=frozenset(inline), analysed=merge_outputs(outputs), seconds=seconds
-        )
+            return done
+
+        for name in inline:
+            if name != EMBED:
+                outputs.append(await run(name, chunk))
+        analysed = merge_outputs(outputs)
+        if EMBED in inline:
+            analysed = await run(EMBED, analysed)
+        return replace(ticket, applied=frozenset(inline), analysed=analysed, seconds=seconds)
 
     async def analyse(self, stage: str, item: ChunkTicket | Chunk) -> Chunk:
         """A fused stage on one chunk, called as a pool's would be (when a video reuses some
         outputs of an earlier result, the stages left run on their own)."""
-        chunk = (await item.payload) if isinstance(item, ChunkTicket) else item
-        return (await self._fused[stage].run([chunk]))[0]
+        return (await self._fused[stage].run([item]))[0]
 
     def activity(self, since: int = 0) -> list[ActivitySnapshot]:
         runners = self._fused.values()
@@ -245,15 +249,14 @@ class ModelPool:
 
     def __init__(self, config_json: str, stage: str) -> None:
         config = ServiceConfig.model_validate_json(config_json)
-        self._runner = _StageRunner(_later_stages(config)[stage])
+        self._runner = _StageRunner(_later_stages(Pipeline.from_config(config))[stage])
         pool: PoolSettings = getattr(config.ray, stage)
         self.process.set_max_batch_size(pool.max_batch_size)  # type: ignore[attr-defined]
         self.process.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)  # type: ignore[untyped-decorator]
     async def process(self, items: list[ChunkTicket | Chunk]) -> list[Chunk]:
-        chunks = [(await item.payload) if isinstance(item, ChunkTicket) else item for item in items]
-        return await self._runner.run(chunks)
+        return await self._runner.run(items)
 
     def activity(self, since: int = 0) -> list[ActivitySnapshot]:
         return [self._runner.activity.snapshot(since)]

@@ -40,8 +40,8 @@ from bench.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from service.embedded import free_port
-from service.receiver import WebhookReceiver
+from devkit.receiver import WebhookReceiver
+from devkit.services import free_port
 from tests.e2e.support import (
     dump_config,
     find_replica,

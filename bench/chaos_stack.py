@@ -16,8 +16,8 @@ from pathlib import Path
 
 import boto3
 
-from service.embedded import LocalProcess, moto_server, redis_server, tansu
-from service.samples import Scene, write_video
+from devkit.samples import Scene, write_video
+from devkit.services import LocalProcess, moto_server, redis_server, tansu
 from tests.e2e.support import WORDS, kill_service, start_service, stop_service
 
 log = logging.getLogger("bench.chaos")

@@ -34,8 +34,8 @@ from checkpoint.chunk_store import ChunkStore
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import RedisSettings
 from core.records import Chunk, Frame, OcrLine, VideoRef
-from service.embedded import redis_server
-from sinks.object_store import LocalObjectStore
+from devkit.services import redis_server
+from storage.local import LocalObjectStore
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from core.config import ServiceConfig
 from core.records import VideoRef
-from service.samples import write_long_video
+from devkit.samples import write_long_video
 from stages.pipeline import Pipeline
 from stages.runner import SequentialRunner
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from core.records import Chunk, Frame
-from sinks.object_store import ObjectStore
+from storage.base import ObjectStore
 
 PREFIX = "chunks"
 

@@ -275,7 +275,7 @@ class ApiSettings(BaseSettings):
     in_service_process: bool | None = None
 
     def bearer_tokens(self) -> dict[str, str]:
-        """bearer token -> tenant, as ``service.api.create_app`` takes it."""
+        """bearer token -> tenant, as ``api.app.create_app`` takes it."""
         mapping: dict[str, str] = {}
         for tenant, secrets in self.tenant_tokens.items():
             for secret in secrets:

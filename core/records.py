@@ -1,9 +1,11 @@
-"""Records that flow between stages, sinks and the checkpoint store."""
+"""Records that cross layers: what flows between stages, the runtime, sinks, the checkpoint
+store and the API."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -125,3 +127,52 @@ class Chunk:
     def without_images(self) -> Chunk:
         """A copy small enough to persist: stage outputs kept, pixels dropped."""
         return replace(self, frames=[replace(f, image=None) for f in self.frames])
+
+
+@dataclass(frozen=True)
+class VideoResult:
+    """Everything the pipeline found in one video; frames carry no pixels."""
+
+    ref: VideoRef
+    pipeline_version: str
+    probe: ProbeInfo
+    frames: list[Frame]
+    completed_at: datetime
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    epoch: int | None = None  # the owner epoch of the attempt that made it (fencing)
+    stage_versions: Mapping[str, str] = field(default_factory=dict)  # see ``Lineage``
+
+    @property
+    def text(self) -> str:
+        """The video's distinct text lines in order of first appearance."""
+        seen: dict[str, None] = {}
+        for frame in self.frames:
+            for line in frame.ocr_lines:
+                seen.setdefault(line.text, None)
+        return "\n".join(seen)
+
+
+@dataclass(frozen=True)
+class EarlierResult:
+    """What the sinks hold of a video's latest result: enough to skip it or reuse stages of it.
+
+    ``frames`` carry the image stages' outputs (no pixels, no embeddings); they, ``probe`` and
+    ``stage_versions`` are empty when only the summary row was found.
+    """
+
+    pipeline_version: str
+    frame_count: int
+    uri: str = ""
+    probe: ProbeInfo | None = None
+    stage_versions: Mapping[str, str] = field(default_factory=dict)
+    frames: list[Frame] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    video_id: str
+    tenant: str
+    frame_index: int
+    timestamp_s: float
+    text: str
+    score: float  # distance; smaller is nearer

@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from core.config import StorageSettings
-from sinks.base import Sink, VideoResult
+from core.records import VideoResult
+from sinks.base import Sink
 from sinks.lance_table import (
     EmbeddingRowsSink,
     LanceTable,

@@ -22,9 +22,10 @@ from lance.commit import CommitConflictError
 
 from core.config import StorageSettings
 from core.errors import ReelsenseError
-from sinks.base import Sink, VideoResult
+from core.records import VideoResult
+from sinks.base import Sink
 from sinks.errors import SinkRejected, SinkUnavailable
-from sinks.object_store import lance_storage_options
+from storage.s3 import lance_storage_options
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from core.config import StorageSettings
-from sinks.base import SearchHit, VectorIndex, VideoResult
+from core.records import SearchHit, VideoResult
+from sinks.base import VectorIndex
 from sinks.errors import SinkRejected
 from sinks.lance_table import (
     EmbeddingRowsSink,

@@ -22,7 +22,8 @@ from types import TracebackType
 
 from core.config import StorageSettings
 from core.errors import PermanentError, ReelsenseError, RetryableError
-from sinks.base import Sink, VideoResult
+from core.records import VideoResult
+from sinks.base import Sink
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink

@@ -11,8 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from core.records import Chunk, VideoRef
-from sinks.base import VideoResult
+from core.records import Chunk, VideoRef, VideoResult
 from stages.pipeline import Pipeline
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from service.embedded import LocalProcess, moto_server, redis_server, tansu
+from devkit.services import LocalProcess, moto_server, redis_server, tansu
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

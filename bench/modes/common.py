@@ -18,7 +18,7 @@ from typing import Any
 import av
 
 from core.config import ServiceConfig
-from service.samples import write_long_video
+from devkit.samples import write_long_video
 
 SIZE_720P = (1280, 720)
 

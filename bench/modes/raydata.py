@@ -35,7 +35,7 @@ from bench.modes.common import (
 )
 from core.config import ServiceConfig
 from core.records import Chunk, Frame, OcrLine, VideoRef
-from service.raycluster import lighten_local_ray
+from runtime.cluster import lighten_local_ray
 from stages.pipeline import Pipeline
 
 Batch = dict[str, Any]

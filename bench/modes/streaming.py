@@ -37,11 +37,11 @@ from bench.modes.common import (
 from checkpoint.base import VideoState
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig
-from service.app import ReelsenseService
-from service.metrics import sample_values
-from service.ray_pools import POOLS_APP
-from service.raycluster import ray_connection
-from service.stack import EmbeddedStack
+from devkit.stack import EmbeddedStack
+from runtime.cluster import ray_connection
+from runtime.metrics import sample_values
+from runtime.ray_pools import POOLS_APP
+from runtime.service import ReelsenseService
 
 _FINAL = (VideoState.DONE, VideoState.FAILED)
 _POOLS = ("ingest", "ocr", "embed")

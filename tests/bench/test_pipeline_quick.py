@@ -13,7 +13,7 @@ from PIL import Image
 
 from bench.modes.common import repeated_video
 from bench.pipeline import main as bench_main
-from service.samples import write_long_video
+from devkit.samples import write_long_video
 
 pytestmark = pytest.mark.slow
 

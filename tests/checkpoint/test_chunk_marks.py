@@ -14,7 +14,7 @@ from checkpoint.chunk_store import ChunkStore, decode_chunk, encode_chunk
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.records import Chunk, Frame, OcrLine, VideoRef
-from sinks.object_store import LocalObjectStore
+from storage.local import LocalObjectStore
 
 V1, V2 = "pv-1", "pv-2"
 

@@ -19,7 +19,7 @@ from checkpoint.redis_store import RedisCheckpointStore
 from core.config import RedisSettings
 from core.errors import PermanentError, RetryableError
 from core.records import VideoRef
-from service.embedded import LocalProcess, free_port
+from devkit.services import LocalProcess, free_port
 
 V1, V2 = "pv-1", "pv-2"
 

@@ -12,7 +12,7 @@ from aiokafka.errors import (
 from consumers.admin import broker_error, ensure_topics
 from consumers.errors import BrokerUnavailable
 from core.errors import PermanentError
-from service.embedded import free_port
+from devkit.services import free_port
 
 
 async def test_ensure_topics_creates_them_and_tolerates_existing_ones(

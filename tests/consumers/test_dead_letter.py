@@ -8,7 +8,7 @@ from consumers.admin import ensure_topics
 from consumers.base import RecordInfo
 from consumers.dead_letter import DeadLetter, DeadLetterPublisher
 from consumers.errors import BrokerUnavailable, InvalidEvent
-from service.embedded import free_port
+from devkit.services import free_port
 from tests.consumers import kafka_settings, read_all
 
 

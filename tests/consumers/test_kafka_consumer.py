@@ -14,7 +14,7 @@ from consumers.dead_letter import DeadLetter
 from consumers.errors import BrokerUnavailable
 from consumers.kafka import KafkaVideoConsumer
 from core.config import KafkaSettings
-from service.embedded import free_port
+from devkit.services import free_port
 from tests.consumers import (
     RecordingHandler,
     event_bytes,

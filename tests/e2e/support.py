@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from checkpoint.base import CheckpointStore, VideoState, VideoStatus
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig, WebhookSubscription
-from service.samples import Scene, write_video
+from devkit.samples import Scene, write_video
 
 WORDS = ("INVOICE", "HARBOR", "MARKET", "GARDEN", "ROCKET", "VIOLET", "BRIDGE", "CANYON")
 
@@ -199,7 +199,7 @@ def start_service(
         env["RAY_TMPDIR"] = str(ray_tmp)
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--config", str(config_path)],
+            [sys.executable, "-m", "cli.main", "serve", "--config", str(config_path)],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -15,8 +15,8 @@ import pytest
 
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
-from service.embedded import free_port
-from service.receiver import WebhookReceiver
+from devkit.receiver import WebhookReceiver
+from devkit.services import free_port
 from tests.e2e.support import (
     committed_and_end,
     dump_config,
@@ -41,7 +41,7 @@ def _start(config_path: Path, secret: str, log: Path) -> subprocess.Popen[bytes]
     env.pop("RAY_TMPDIR")
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--config", str(config_path)],
+            [sys.executable, "-m", "cli.main", "serve", "--config", str(config_path)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -9,8 +9,8 @@ from ray import serve
 
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
-from service.embedded import free_port
-from service.serve_apps import consumers_app, pools_app
+from devkit.services import free_port
+from runtime.serve_apps import consumers_app, pools_app
 from tests.e2e.support import (
     dump_config,
     publish,

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from checkpoint.base import VideoState
-from service.app import ReelsenseService
-from service.embedded import free_port
-from service.receiver import WebhookReceiver
+from devkit.receiver import WebhookReceiver
+from devkit.services import free_port
+from runtime.service import ReelsenseService
 from tests.e2e.support import (
     committed_and_end,
     dead_letters,

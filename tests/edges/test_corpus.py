@@ -37,9 +37,9 @@ from consumers.dead_letter import DeadLetter
 from consumers.events import VideoUploaded
 from core.config import LimitSettings
 from core.errors import ReelsenseError
-from service.app import ReelsenseService
-from service.embedded import free_port
-from service.receiver import WebhookReceiver
+from devkit.receiver import WebhookReceiver
+from devkit.services import free_port
+from runtime.service import ReelsenseService
 from stages import netguard
 from stages.fetch import probe_video
 from tests.e2e.support import service_config, upload_record, wait_final, webhook_secret

@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from api.app import api_server, create_app
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from core.records import VideoRef
-from service.api import api_server, create_app
-from service.embedded import free_port
+from devkit.services import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

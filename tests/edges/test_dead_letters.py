@@ -17,22 +17,22 @@ import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
 
+from api.app import api_server, create_app
+from api.dead_letters import REPLAYED_FROM, DeadLetterSource
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
+from cli.main import main as cli_main
 from consumers.admin import ensure_topics
 from consumers.base import RecordInfo
 from consumers.dead_letter import DeadLetterPublisher
 from consumers.errors import InvalidEvent
 from core.config import KafkaSettings, NotifySettings, ServiceConfig
+from devkit.receiver import WebhookReceiver
+from devkit.services import free_port
 from notify.base import DeadLetter, Outcome
 from notify.delivery_log import RedisDeliveryLog
 from notify.replay import WebhookReplayer
 from notify.webhooks import WebhookSender
-from service.api import api_server, create_app
-from service.cli import main as cli_main
-from service.dead_letters import REPLAYED_FROM, DeadLetterSource
-from service.embedded import free_port
-from service.receiver import WebhookReceiver
 from tests.e2e.support import webhook_secret
 
 TOKENS = {"token-a": "acme", "token-b": "globex"}

@@ -5,7 +5,7 @@ store holding a few videos, with the real dead-letter source (Kafka and the Redi
 log) behind the dead-letter routes. Every operation gets generated valid and invalid inputs;
 each answer must be no server error and match the documented status codes, content types
 and bodies. The event streams never end by themselves and are left out here (their tests
-are in tests/service/test_api.py).
+are in tests/api/test_api.py).
 
 Bounded: a few dozen examples per operation, so the run takes well under a minute.
 """
@@ -25,16 +25,15 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import positive_data_acceptance
 
+from api.app import api_server, create_app
+from api.dead_letters import DeadLetterSource
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from consumers.admin import ensure_topics
 from core.config import KafkaSettings
-from core.records import VideoRef
+from core.records import SearchHit, VideoRef
+from devkit.services import free_port
 from notify.delivery_log import RedisDeliveryLog
-from service.api import api_server, create_app
-from service.dead_letters import DeadLetterSource
-from service.embedded import free_port
-from sinks.base import SearchHit
 
 TOKEN = "schema-token"
 PIPELINE = "pv-schema"

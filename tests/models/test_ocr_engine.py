@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from core.errors import PermanentError
+from devkit.samples import render_frame
 from models.errors import InvalidImage
 from models.ocr import OcrEngine
-from service.samples import render_frame
 
 
 def normalise(text: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from core.config import StageSettings
 from core.errors import PermanentError
+from devkit.samples import render_frame
 from models.errors import InvalidImage, ModelLoadError, ModelUnavailable
 from models.vlm import (
     IMAGE_PAD,
@@ -20,7 +21,6 @@ from models.vlm import (
     engine_for,
     qwen2_vl_prompt,
 )
-from service.samples import render_frame
 from tests.models.tiny_vlm import SPECIAL_TOKENS, WORDS, build_tiny_qwen2_vl
 
 PROMPT = "Describe this video frame in one sentence."

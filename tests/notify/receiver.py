@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from service.embedded import free_port
+from devkit.services import free_port
 
 
 @dataclass(frozen=True)

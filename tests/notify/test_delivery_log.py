@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis.asyncio as aioredis
 
+from devkit.services import free_port
 from notify.base import DeadLetter, DeliveryAttempt, DeliveryLog, EndpointState, Outcome
 from notify.delivery_log import MemoryDeliveryLog, RedisDeliveryLog
 from notify.errors import DeliveryLogUnavailable
-from service.embedded import free_port
 from tests.notify.support import make_event
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

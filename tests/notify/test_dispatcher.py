@@ -18,12 +18,12 @@ from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import KafkaSettings, NotifySettings, WebhookSubscription
 from core.records import VideoRef
+from devkit.services import free_port
 from notify.base import DeliveryLog, Outcome, StatusPublisher
 from notify.delivery_log import MemoryDeliveryLog, RedisDeliveryLog
 from notify.dispatcher import NotificationDispatcher, targets_for
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
-from service.embedded import free_port
 from tests.notify.receiver import Reply, WebhookReceiver
 from tests.notify.support import SECRET, make_event, notify_settings
 from tests.notify.test_status_topic import create_topic, read_all

@@ -9,9 +9,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from core.config import KafkaSettings
+from devkit.services import free_port
 from notify.errors import StatusPublishFailed
 from notify.status_topic import StatusTopicPublisher
-from service.embedded import free_port
 from tests.notify.support import make_event
 
 

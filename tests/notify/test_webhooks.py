@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from standardwebhooks.webhooks import Webhook
 
 from core.config import NotifySettings
+from devkit.services import free_port
 from notify.base import Outcome, WebhookMessage
 from notify.errors import TargetRefused, TargetUnresolvable
 from notify.signing import generate_secret
@@ -25,7 +26,6 @@ from notify.webhooks import (
     parse_retry_after,
     redact_url,
 )
-from service.embedded import free_port
 from tests.notify.receiver import Reply, WebhookReceiver
 from tests.notify.support import SECRET, make_event
 from tests.notify.support import notify_settings as base_settings

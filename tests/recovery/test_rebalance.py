@@ -13,8 +13,8 @@ import pytest
 from bench.chaos_verify import expected_timestamps_ms, read_statuses, verify
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
-from service.embedded import free_port
-from service.receiver import WebhookReceiver
+from devkit.receiver import WebhookReceiver
+from devkit.services import free_port
 from tests.e2e.support import (
     dump_config,
     publish,

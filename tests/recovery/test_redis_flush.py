@@ -22,8 +22,8 @@ from bench.chaos_verify import (
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from service.embedded import LocalProcess, free_port
-from service.receiver import WebhookReceiver
+from devkit.receiver import WebhookReceiver
+from devkit.services import LocalProcess, free_port
 from sinks.lance import LanceSummarySink
 from tests.e2e.support import (
     dump_config,

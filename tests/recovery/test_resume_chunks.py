@@ -14,9 +14,9 @@ import pytest
 from bench.chaos_verify import expected_timestamps_ms
 from checkpoint.base import VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
-from service.embedded import free_port
-from service.receiver import WebhookReceiver
-from service.samples import Scene, write_video
+from devkit.receiver import WebhookReceiver
+from devkit.samples import Scene, write_video
+from devkit.services import free_port
 from tests.consumers import wait_until
 from tests.e2e.support import (
     dump_config,

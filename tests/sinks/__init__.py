@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
-from core.records import Frame, OcrLine, ProbeInfo, VideoRef
-from sinks.base import VideoResult
+from core.records import Frame, OcrLine, ProbeInfo, VideoRef, VideoResult
 
 DIM = 384
 

@@ -13,7 +13,7 @@ from core.config import StorageSettings
 from sinks.errors import SinkRejected
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.lance_table import LanceTable
-from sinks.object_store import lance_storage_options
+from storage.s3 import lance_storage_options
 from tests.sinks import make_result, unit_vectors
 
 

@@ -12,20 +12,16 @@ import pytest
 from pydantic import SecretStr
 
 from core.config import StorageSettings
-from service.embedded import free_port
+from devkit.services import free_port
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
-from sinks.object_store import (
-    LocalObjectStore,
-    ObjectStore,
-    ResultDocumentSink,
-    S3ObjectStore,
-    document_key,
-    earlier_result,
-    object_store_from_uri,
-    s3_client,
-)
+from sinks.object_store import ResultDocumentSink, document_key, earlier_result
 from sinks.vectors import LanceVectorIndex
+from storage.base import ObjectStore
+from storage.errors import StoreRejected, StoreUnavailable
+from storage.local import LocalObjectStore
+from storage.s3 import S3ObjectStore, s3_client
+from storage.uri import object_store_from_uri
 from tests.sinks import make_result
 
 
@@ -82,7 +78,7 @@ def test_put_get_exists_list_delete(store: ObjectStore) -> None:
 
 @pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "a\\b", "./a"])
 def test_unsafe_keys_are_rejected(store: ObjectStore, key: str) -> None:
-    with pytest.raises(SinkRejected):
+    with pytest.raises(StoreRejected):
         store.put_bytes(key, b"x")
 
 
@@ -98,7 +94,7 @@ def test_local_store_rooted_at_a_file_is_rejected(tmp_path: Path) -> None:
     root = tmp_path / "not-a-folder"
     root.write_bytes(b"")
     store = LocalObjectStore(root)
-    with pytest.raises(SinkRejected):
+    with pytest.raises(StoreRejected):
         store.put_bytes("a/b.json", b"x")
 
 
@@ -143,19 +139,19 @@ def test_result_document_is_deterministic_and_readable(store: ObjectStore) -> No
 def test_s3_endpoint_down_is_unavailable() -> None:
     settings = s3_settings(f"http://127.0.0.1:{free_port()}")
     store = object_store_from_uri("s3://nowhere/prefix", settings)
-    with pytest.raises(SinkUnavailable):
+    with pytest.raises(StoreUnavailable):
         store.put_bytes("a.json", b"x")
-    with pytest.raises(SinkUnavailable):
+    with pytest.raises(StoreUnavailable):
         store.get_bytes("a.json")
-    with pytest.raises(SinkUnavailable):
+    with pytest.raises(StoreUnavailable):
         store.list()
-    with pytest.raises(SinkUnavailable):
+    with pytest.raises(StoreUnavailable):
         ResultDocumentSink(store).write([make_result("a", frames=1)])
 
 
 def test_s3_missing_bucket_is_rejected(s3_endpoint: str, unique: str) -> None:
     store = object_store_from_uri(f"s3://missing-{unique}", s3_settings(s3_endpoint))
-    with pytest.raises(SinkRejected):
+    with pytest.raises(StoreRejected):
         store.put_bytes("a.json", b"x")
 
 

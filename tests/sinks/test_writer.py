@@ -10,12 +10,14 @@ import pytest
 from pydantic import SecretStr
 
 from core.config import StorageSettings
-from service.embedded import free_port
+from devkit.services import free_port
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
-from sinks.object_store import ResultDocumentSink, object_store_from_uri, s3_client
+from sinks.object_store import ResultDocumentSink
 from sinks.vectors import LanceVectorIndex
 from sinks.writer import SinkWriter, sinks_from_settings
+from storage.s3 import s3_client
+from storage.uri import object_store_from_uri
 from tests.sinks import make_result, unit_vectors
 
 

@@ -10,7 +10,7 @@ import av
 import numpy as np
 from PIL import Image as PILImage
 
-from service.samples import Scene, render_frame, write_video
+from devkit.samples import Scene, render_frame, write_video
 
 SMALL = (320, 180)
 

@@ -13,7 +13,7 @@ import pytest
 from core.config import LimitSettings, StageSettings
 from core.errors import ReelsenseError
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef
-from service.samples import Scene, write_video
+from devkit.samples import Scene, write_video
 from stages.decode import DecodeSampleStage
 from stages.errors import DecodeError, LimitExceeded
 from stages.fetch import probe_video

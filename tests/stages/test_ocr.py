@@ -9,8 +9,8 @@ import pytest
 
 from core.config import StageSettings
 from core.records import Chunk, Frame
+from devkit.samples import render_frame
 from models.errors import InvalidImage
-from service.samples import render_frame
 from stages.ocr import OcrStage
 
 

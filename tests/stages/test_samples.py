@@ -9,8 +9,8 @@ import av
 import numpy as np
 import pytest
 
-from service import samples
-from service.samples import (
+from devkit import samples
+from devkit.samples import (
     FontNotFound,
     Scene,
     find_cjk_font,

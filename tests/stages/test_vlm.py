@@ -11,9 +11,9 @@ import pytest
 
 from core.config import StageSettings
 from core.records import Chunk, Frame
+from devkit.samples import render_frame
 from models.errors import ModelUnavailable
 from models.vlm import TransformersVlmEngine
-from service.samples import render_frame
 from stages.vlm import VlmStage
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
 

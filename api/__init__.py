@@ -1,0 +1,1 @@
+"""The progress API: routes, response models, hosting, the dashboard and dead letters."""

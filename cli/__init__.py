@@ -1,0 +1,1 @@
+"""The `reelsense` command and its operator client."""

@@ -1,0 +1,127 @@
+"""The operator side of the CLI: publish events and read the progress API."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaProducer
+from rich.console import Console
+from rich.live import Live
+
+from checkpoint.base import VideoStatus
+from consumers.events import VideoUploaded
+from core.config import KafkaSettings
+from devkit.progress_view import is_final, progress_table
+from devkit.stack import read_state
+
+console = Console()
+
+
+def _endpoint(args: argparse.Namespace, name: str) -> str:
+    given: str | None = getattr(args, name, None)
+    if given:
+        return given
+    state = read_state(args.workdir)
+    if state is None:
+        if name == "bootstrap":
+            return KafkaSettings().bootstrap
+        raise SystemExit(f"no --{name} given and no `reelsense dev` running under {args.workdir}")
+    return state[name if name != "api" else "api"]
+
+
+def _headers(args: argparse.Namespace) -> dict[str, str]:
+    return {"authorization": f"Bearer {args.token}"} if args.token else {}
+
+
+async def submit(args: argparse.Namespace) -> str:
+    source: str = args.source
+    uri = source if "://" in source else Path(source).resolve().as_uri()  # noqa: ASYNC240
+    video_id = args.video_id or f"{Path(source).stem[:40] or 'video'}-{uuid.uuid4().hex[:8]}"
+    event = VideoUploaded(
+        video_id=video_id, uri=uri, tenant=args.tenant, callback_url=args.callback_url
+    )
+    settings = KafkaSettings()
+    producer = AIOKafkaProducer(bootstrap_servers=_endpoint(args, "bootstrap"), acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(settings.topic, event.to_bytes(), key=video_id.encode())
+    finally:
+        await producer.stop()
+    return video_id
+
+
+async def _get_status(client: httpx.AsyncClient, video_id: str) -> VideoStatus | None:
+    response = await client.get(f"/v1/videos/{video_id}")
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    return VideoStatus.model_validate(response.json())
+
+
+async def follow(args: argparse.Namespace, video_id: str) -> int:
+    async with httpx.AsyncClient(
+        base_url=_endpoint(args, "api"), headers=_headers(args), timeout=10
+    ) as client:
+        status: VideoStatus | None = None
+        with Live(console=console, refresh_per_second=4) as live:
+            while not is_final(status):
+                try:
+                    status = await _get_status(client, video_id)
+                except httpx.TransportError:  # the service is still starting: keep asking
+                    live.update(f"waiting for the API at {client.base_url} ...")
+                if status is not None:
+                    live.update(progress_table([status]))
+                await asyncio.sleep(0.3)
+    assert status is not None
+    if status.error_code:
+        console.print(f"[red]{status.error_code}: {status.error_message}[/]")
+        return 1
+    return 0
+
+
+def show_status(args: argparse.Namespace) -> int:
+    async def fetch() -> VideoStatus | None:
+        async with httpx.AsyncClient(
+            base_url=_endpoint(args, "api"), headers=_headers(args), timeout=10
+        ) as client:
+            return await _get_status(client, args.video_id)
+
+    try:
+        status = asyncio.run(fetch())
+    except httpx.TransportError as exc:
+        console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
+        return 2
+    if status is None:
+        console.print(f"unknown video {args.video_id!r}")
+        return 1
+    if args.json:
+        print(status.model_dump_json(indent=2))
+    else:
+        console.print(progress_table([status]))
+        if status.error_code:
+            console.print(f"[red]{status.error_code}: {status.error_message}[/]")
+    return 0
+
+
+def show_search(args: argparse.Namespace) -> int:
+    try:
+        response = httpx.get(
+            f"{_endpoint(args, 'api')}/v1/search",
+            params={"q": args.query, "k": args.k},
+            headers=_headers(args),
+            timeout=60,
+        )
+    except httpx.TransportError as exc:
+        console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
+        return 2
+    if response.status_code != 200:
+        console.print(f"[red]{response.status_code}: {response.text}[/]")
+        return 1
+    for hit in response.json()["hits"]:
+        print(json.dumps(hit, ensure_ascii=False))
+    return 0

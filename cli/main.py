@@ -1,0 +1,209 @@
+"""The ``reelsense`` command.
+
+reelsense demo                 the whole stack on this machine, sample videos, results, exit
+reelsense dev                  the same stack in the foreground until Ctrl-C
+reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
+reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
+reelsense status ID            one video's progress (--json for machines)
+reelsense search "text"        nearest frames by meaning
+reelsense dead-letters         failed events and webhooks (--replay ID: send one again)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_WORKDIR = Path(".reelsense")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not args.verbose:
+        # Ray Serve narrates every deployment at INFO; the CLI shows its own progress instead.
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    # Ray forks and execs its own processes after lance is imported; that is safe.
+    warnings.filterwarnings("ignore", message="lance is not fork-safe")
+    handler = _COMMANDS[args.command]
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reelsense", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run the whole stack on sample videos, print results")
+    demo.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR / "demo")
+    demo.add_argument("--videos", type=int, default=4, help="how many sample videos")
+    demo.add_argument("--config", type=Path, help="YAML overrides (stages, limits, ...)")
+
+    dev = sub.add_parser("dev", help="run the embedded stack in the foreground")
+    dev.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR / "dev")
+    dev.add_argument("--config", type=Path)
+
+    serve = sub.add_parser("serve", help="run against a real Kafka, Redis, S3 and Ray")
+    serve.add_argument("--config", type=Path, required=True)
+
+    submit = sub.add_parser("submit", help="publish an upload event")
+    submit.add_argument("source", help="a local file or a file://, s3:// or http(s):// URI")
+    submit.add_argument("--video-id")
+    submit.add_argument("--tenant", default="default")
+    submit.add_argument("--callback-url")
+    submit.add_argument("--follow", action="store_true", help="show live progress until done")
+    _endpoint_options(submit)
+
+    status = sub.add_parser("status", help="show one video's progress")
+    status.add_argument("video_id")
+    status.add_argument("--json", action="store_true")
+    _endpoint_options(status)
+
+    search = sub.add_parser("search", help="find frames by meaning")
+    search.add_argument("query")
+    search.add_argument("-k", type=int, default=5)
+    _endpoint_options(search)
+
+    dead = sub.add_parser("dead-letters", help="list dead letters, or replay one")
+    dead.add_argument("--replay", metavar="ID", help="replay the dead letter with this id")
+    dead.add_argument("--limit", type=int, default=50)
+    dead.add_argument("--json", action="store_true")
+    _endpoint_options(dead)
+    return parser
+
+
+def _endpoint_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=DEFAULT_WORKDIR / "dev",
+        help="a running `reelsense dev` stack to talk to",
+    )
+    parser.add_argument("--api", help="API base URL (default: the dev stack's)")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap (default: the dev stack's)")
+    parser.add_argument("--token", default=os.environ.get("REELSENSE_TOKEN"))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from devkit.demo import run_demo
+
+    return run_demo(args.workdir, videos=args.videos, config_path=args.config)
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from core.config import ServiceConfig
+    from devkit.stack import EmbeddedStack
+
+    base = ServiceConfig.load(args.config)
+    with EmbeddedStack(args.workdir) as stack:
+        config = stack.config(base)
+        print(f"broker {stack.bootstrap}  redis {stack.redis_url}  API {stack.api_url}")
+        print("submit videos with: reelsense submit FILE --follow   (Ctrl-C stops)")
+        return _run_service(config, local_ray=True)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from core.config import ServiceConfig
+
+    config = ServiceConfig.load(args.config)
+    return _run_service(config, local_ray=config.ray.address is None)
+
+
+def _run_service(config: object, *, local_ray: bool) -> int:
+    from core.config import ServiceConfig
+    from runtime.cluster import ray_connection
+    from runtime.service import ReelsenseService
+
+    assert isinstance(config, ServiceConfig)
+    with ray_connection(config, local=local_ray):
+        service = ReelsenseService(config)
+
+        async def serve_until_signal() -> None:
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, service.request_stop)
+            await service.run()
+
+        asyncio.run(serve_until_signal())
+    return 0
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from cli.client import follow, submit
+
+    video_id = asyncio.run(submit(args))
+    print(video_id)
+    return asyncio.run(follow(args, video_id)) if args.follow else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from cli.client import show_status
+
+    return show_status(args)
+
+
+def _search(args: argparse.Namespace) -> int:
+    from cli.client import show_search
+
+    return show_search(args)
+
+
+def _dead_letters(args: argparse.Namespace) -> int:
+    import json
+
+    import httpx
+
+    from cli.client import _endpoint, _headers
+
+    base, headers = _endpoint(args, "api"), _headers(args)
+    if args.replay:
+        response = httpx.post(
+            f"{base}/v1/dead-letters/{args.replay}/replay", headers=headers, timeout=60
+        )
+    else:
+        response = httpx.get(
+            f"{base}/v1/dead-letters", params={"limit": args.limit}, headers=headers, timeout=60
+        )
+    if response.status_code != 200:
+        print(f"{response.status_code}: {response.text}", file=sys.stderr)
+        return 1
+    body = response.json()
+    if args.json or args.replay:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0 if not args.replay or body["outcome"] in ("published", "delivered") else 1
+    for item in body["items"]:
+        print(
+            f"{item['id']}  {item['kind']:7s}  {item['at'] or '-'}  "
+            f"{item['video_id'] or '-'}  {item['code']}: {item['message'][:120]}"
+        )
+    return 0
+
+
+_COMMANDS = {
+    "demo": _demo,
+    "dev": _dev,
+    "serve": _serve,
+    "submit": _submit,
+    "status": _status,
+    "search": _search,
+    "dead-letters": _dead_letters,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The embedded stack for one machine, samples, a webhook receiver and the demo: dev tooling."""

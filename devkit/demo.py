@@ -1,0 +1,170 @@
+"""``reelsense demo``: the whole service on this machine, end to end, then a clean exit.
+
+Starts the embedded stack (Tansu, redis-server, local Ray and the service), writes sample
+videos with burned-in English and Chinese text, publishes one upload event per video (and one
+invalid event, to show the dead-letter path), shows live progress, prints the text found per
+video, runs a semantic search and stops everything it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaProducer
+from rich.console import Console
+from rich.live import Live
+
+from checkpoint.base import VideoState, VideoStatus
+from consumers.events import VideoUploaded
+from core.config import ServiceConfig, WebhookSubscription
+from devkit.progress_view import is_final, progress_table
+from devkit.receiver import WebhookReceiver
+from devkit.samples import SampleVideo, write_demo_videos
+from devkit.stack import EmbeddedStack
+from runtime.cluster import ray_connection
+from runtime.service import ReelsenseService
+from sinks.lance import LanceSummarySink
+
+console = Console()
+DEMO_TIMEOUT_S = 900.0
+
+
+def run_demo(workdir: Path, *, videos: int, config_path: Path | None) -> int:
+    shutil.rmtree(workdir, ignore_errors=True)  # a demo starts from nothing, every time
+    base = ServiceConfig.load(config_path)
+    with EmbeddedStack(workdir) as stack:
+        console.print(f"[bold]broker[/] {stack.bootstrap}  [bold]redis[/] {stack.redis_url}")
+        samples = write_demo_videos(workdir / "samples", count=videos)
+        console.print(f"wrote {len(samples)} sample videos under {workdir / 'samples'}")
+        secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+        config = stack.config(base)
+        with ray_connection(config, local=True):
+            return asyncio.run(_demo(config, stack, samples, secret))
+
+
+async def _demo(
+    config: ServiceConfig, stack: EmbeddedStack, samples: list[SampleVideo], secret: str
+) -> int:
+    receiver = await WebhookReceiver(secret=secret).start()
+    config = config.model_copy(
+        update={
+            "notify": config.notify.model_copy(
+                update={
+                    "webhook_secrets": (secret,),
+                    "subscriptions": (WebhookSubscription(url=receiver.url),),
+                }
+            )
+        }
+    )
+    config = ServiceConfig.model_validate(config.model_dump())
+    service = ReelsenseService(config)
+    started = time.monotonic()
+    console.print("starting the service (stage pools on Ray, models loading) ...")
+    await service.start()
+    running = asyncio.create_task(service.run())
+    console.print(
+        f"service up in {time.monotonic() - started:.1f}s, pipeline {service.pipeline_version}"
+    )
+    try:
+        ids = await _publish(config, samples)
+        statuses = await _follow(service, ids)
+        _print_results(config, samples, statuses)
+        await _wait_for_webhooks(receiver, len(ids))
+        console.print(
+            f"webhooks: {len(receiver.unique_ids())} received, all signatures verified"
+            if all(h.verified for h in receiver.received)
+            else "[red]webhooks: some signatures did not verify[/]"
+        )
+        await _search_example(stack.api_url)
+    finally:
+        service.request_stop()
+        await running
+        await receiver.stop()
+    done = sum(1 for s in statuses.values() if s.status is VideoState.DONE)
+    console.print(f"[bold]{done}/{len(ids)} videos done[/] in {time.monotonic() - started:.1f}s")
+    return 0 if done == len(ids) else 1
+
+
+async def _publish(config: ServiceConfig, samples: list[SampleVideo]) -> list[str]:
+    producer = AIOKafkaProducer(bootstrap_servers=config.kafka.bootstrap, acks="all")
+    await producer.start()
+    try:
+        ids = []
+        for sample in samples:
+            event = VideoUploaded(video_id=sample.path.stem, uri=sample.path.resolve().as_uri())
+            await producer.send_and_wait(
+                config.kafka.topic, event.to_bytes(), key=event.video_id.encode()
+            )
+            ids.append(event.video_id)
+        # One malformed event: it ends in the dead-letter topic, the service goes on.
+        await producer.send_and_wait(
+            config.kafka.topic, b'{"video_id": "broken-event"}', key=b"broken-event"
+        )
+    finally:
+        await producer.stop()
+    console.print(f"published {len(ids)} upload events and 1 invalid one")
+    return ids
+
+
+async def _follow(service: ReelsenseService, ids: list[str]) -> dict[str, VideoStatus]:
+    deadline = time.monotonic() + DEMO_TIMEOUT_S
+    statuses: dict[str, VideoStatus] = {}
+    with Live(console=console, refresh_per_second=4) as live:
+        while time.monotonic() < deadline:
+            for video_id in ids:
+                status = await service.store.get(video_id)
+                if status is not None:
+                    statuses[video_id] = status
+            live.update(progress_table(statuses[v] for v in ids if v in statuses))
+            if len(statuses) == len(ids) and all(is_final(s) for s in statuses.values()):
+                break
+            await asyncio.sleep(0.25)
+    return statuses
+
+
+def _print_results(
+    config: ServiceConfig, samples: list[SampleVideo], statuses: dict[str, VideoStatus]
+) -> None:
+    summary = LanceSummarySink.from_settings(config.storage)
+    for sample in samples:
+        status = statuses.get(sample.path.stem)
+        console.rule(f"{sample.path.stem}  ({status.status.value if status else 'unknown'})")
+        if status is None or status.status is not VideoState.DONE:
+            if status is not None:
+                console.print(f"[red]{status.error_code}: {status.error_message}[/]")
+            continue
+        row = summary.video_row(sample.path.stem) or {}
+        text = str(row.get("text", ""))
+        console.print(text or "[dim](no text found)[/]")
+        found = _normalise(text)
+        for expected in sample.expected_texts:
+            mark = "[green]found[/]" if _normalise(expected) in found else "[red]missing[/]"
+            console.print(f"  expected {expected!r}: {mark}")
+
+
+async def _wait_for_webhooks(receiver: WebhookReceiver, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(receiver.unique_ids()) < count and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.2)
+
+
+async def _search_example(api_url: str) -> None:
+    query = "welcome"
+    async with httpx.AsyncClient(base_url=api_url, timeout=60) as client:
+        response = await client.get("/v1/search", params={"q": query, "k": 3})
+    if response.status_code != 200:
+        console.print(f"[red]search failed: {response.status_code} {response.text}[/]")
+        return
+    console.rule(f"semantic search: {query!r}")
+    for hit in response.json()["hits"]:
+        console.print(f"  {hit['video_id']} @ {hit['timestamp_s']:.1f}s  {hit['text']!r}")
+
+
+def _normalise(text: str) -> str:
+    return "".join(ch for ch in text.casefold() if ch.isalnum())

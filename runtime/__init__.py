@@ -1,0 +1,1 @@
+"""The streaming runtime: orchestration, executors, stage pools, result writer, service, metrics."""

@@ -1,0 +1,62 @@
+"""``LocalExecutor``: the stages in this process, run in worker threads (no Ray)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Collection, Iterator
+
+from core.config import ServiceConfig
+from core.records import Chunk, EarlierResult, VideoRef, VideoResult
+from runtime.executor import ChunkTicket, IngestItem, StageExecutor
+from runtime.result_writer import FencedResultWriter
+from stages.decode import ResumePoint
+from stages.pipeline import Pipeline
+
+_END = object()
+
+
+class LocalExecutor(StageExecutor):
+    """Same stage classes as the Ray pools; one instance of each, shared by all videos."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self._pipeline = pipeline = Pipeline.from_config(config)
+        self._stages = {stage.name: stage for stage in pipeline.image_stages}
+        self.image_stages = tuple(self._stages)
+        self.embeds = pipeline.embed is not None
+        self._writer = FencedResultWriter(config)
+        for stage in pipeline.all_stages():
+            stage.setup()
+
+    async def ingest(
+        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
+    ) -> AsyncIterator[IngestItem]:
+        pipeline = self._pipeline
+        video = (await asyncio.to_thread(pipeline.fetch.process_batch, [ref]))[0]
+        yield video
+        try:
+            chunks: Iterator[Chunk] = pipeline.decode.stream_from(video, resume)
+            while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
+                assert isinstance(chunk, Chunk)
+                yield ChunkTicket(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, chunk)
+        finally:
+            await asyncio.to_thread(pipeline.fetch.release, video)
+
+    async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
+        result = await asyncio.to_thread(self._stages[stage].process_batch, [ticket.payload])
+        return result[0].without_images()
+
+    async def embed(self, chunk: Chunk) -> Chunk:
+        assert self._pipeline.embed is not None
+        result = await asyncio.to_thread(self._pipeline.embed.process_batch, [chunk])
+        return result[0]
+
+    async def write(self, result: VideoResult) -> None:
+        await self._writer.write(result)
+
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        return await self._writer.earlier(video_id)
+
+    async def close(self) -> None:
+        for stage in self._pipeline.all_stages():
+            await asyncio.to_thread(stage.teardown)
+        await self._writer.close()

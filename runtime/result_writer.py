@@ -1,0 +1,63 @@
+"""The service side of the sinks: fenced writes, and what the sinks already hold."""
+
+from __future__ import annotations
+
+import asyncio
+
+from checkpoint.base import VideoState
+from checkpoint.errors import StaleEpoch
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ServiceConfig
+from core.records import EarlierResult, VideoResult
+from sinks.lance import LanceSummarySink
+from sinks.object_store import ResultDocumentSink, earlier_result
+from sinks.writer import SinkWriter
+
+
+class FencedResultWriter:
+    """Writes results through the one ``SinkWriter``, refusing those of stale attempts.
+
+    A result carries the owner epoch of the attempt that made it; if the checkpoint record has
+    moved on (a newer attempt took the video, or it is already final), the write is refused
+    with ``StaleEpoch``. A record lost with Redis does not block the write: the rows are keyed
+    and stamped with the pipeline version, so rewriting them is harmless.
+    """
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self._writer = SinkWriter.from_settings(config.storage)
+        self._store = RedisCheckpointStore(config.redis)
+        self._summary = LanceSummarySink.from_settings(config.storage)
+        self._documents = ResultDocumentSink.from_settings(config.storage)
+
+    async def write(self, result: VideoResult) -> None:
+        if result.epoch is not None:
+            status = await self._store.get(result.ref.video_id)
+            if status is not None and (
+                status.epoch != result.epoch or status.status is not VideoState.RUNNING
+            ):
+                raise StaleEpoch(
+                    f"{result.ref.video_id}: results of epoch {result.epoch} refused; the "
+                    f"record is {status.status.value} at epoch {status.epoch}"
+                )
+        await asyncio.wrap_future(self._writer.submit(result))
+
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        """What the sinks hold of the video's latest result, if anything."""
+        return await asyncio.to_thread(self._earlier, video_id)
+
+    def _earlier(self, video_id: str) -> EarlierResult | None:
+        row = self._summary.video_row(video_id)
+        if row is None:
+            return None
+        version, frames = str(row["pipeline_version"]), int(row["frames"])
+        # The summary is written last, so the document of its version is there too (unless
+        # removed by hand: then nothing is reused and the stages run again).
+        document = self._documents.read(str(row["tenant"]), video_id, version)
+        if document is None:
+            return EarlierResult(pipeline_version=version, frame_count=frames)
+        return earlier_result(document, frames)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._writer.close)
+        await asyncio.to_thread(self._documents.close)
+        await self._store.close()

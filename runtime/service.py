@@ -1,0 +1,240 @@
+"""One service process: consumer, orchestration, sink writer, notifier and API, wired together.
+
+``ReelsenseService.run()`` runs until ``request_stop()`` (SIGTERM, Ctrl-C): it then stops
+taking records, lets in-flight videos finish within ``runtime.drain_timeout_s`` (the rest are
+left to a restart: their offsets are not committed), commits, leaves the group and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+from checkpoint.chunk_store import ChunkStore
+from checkpoint.redis_store import RedisCheckpointStore
+from consumers.admin import ensure_topics
+from consumers.base import RecordInfo
+from consumers.errors import InvalidEvent
+from consumers.events import VideoUploaded
+from consumers.kafka import KafkaVideoConsumer
+from core.config import ServiceConfig
+from core.records import VideoRef
+from notify.delivery_log import RedisDeliveryLog
+from notify.dispatcher import NotificationDispatcher
+from notify.status_topic import StatusTopicPublisher
+from notify.webhooks import WebhookSender
+from runtime.executor import StageExecutor
+from runtime.metrics import (
+    ActivitySource,
+    LagReader,
+    MetricsPoller,
+    MetricsServer,
+    start_metrics_server,
+)
+from runtime.processor import VideoProcessor
+from stages.pipeline import Pipeline
+from storage.uri import object_store_from_uri
+
+if TYPE_CHECKING:
+    from api.process import ProcessApi
+
+log = logging.getLogger(__name__)
+
+
+class ReelsenseService:
+    """The always-on service of one process."""
+
+    def __init__(self, config: ServiceConfig, *, deploy: bool = True) -> None:
+        """``deploy``: deploy the stage pools and the API on Ray Serve (a process of its own);
+        otherwise use the pools already deployed (a consumer replica inside a RayService)."""
+        self.config = config
+        self._deploy = deploy
+        self.pipeline = Pipeline.from_config(config)
+        self.store = RedisCheckpointStore(config.redis)
+        self._executor: StageExecutor | None = None
+        self._consumer: KafkaVideoConsumer | None = None
+        self._dispatcher: NotificationDispatcher | None = None
+        self._metrics_server: MetricsServer | None = None
+        self._api: ProcessApi | None = None  # the API, when this process serves it
+        self.metrics_poller: MetricsPoller | None = None
+        self._stopping = asyncio.Event()
+
+    @property
+    def pipeline_version(self) -> str:
+        return self.pipeline.version
+
+    async def start(self) -> None:
+        """Deploy (or connect to) the stage pools and start every part but the consumer; a
+        failed start leaves nothing of its own running."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._shutdown()
+            raise
+
+    async def _start(self) -> None:
+        config = self.config
+        await ensure_topics(
+            config.kafka.bootstrap,
+            {
+                config.kafka.topic: 3,
+                config.kafka.dead_letter_topic: 1,
+                config.kafka.status_topic: 3,
+            },
+        )
+        executor = await asyncio.to_thread(self._build_executor)
+        self._executor = executor
+        processor = VideoProcessor(
+            store=self.store,
+            executor=executor,
+            chunks=ChunkStore(
+                object_store_from_uri(config.storage.object_store_uri, config.storage)
+            ),
+            lineage=self.pipeline.lineage,
+            settings=config.runtime,
+        )
+        self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor))
+        self._dispatcher = NotificationDispatcher(
+            self.store,
+            WebhookSender(config.notify),
+            StatusTopicPublisher(config.kafka),
+            config.notify,
+            consumer_name=config.notify.consumer_name or socket.gethostname(),
+            delivery_log=RedisDeliveryLog.from_settings(config.redis, config.notify),
+        )
+        runtime = config.runtime
+        self.metrics_poller = MetricsPoller(
+            interval_s=runtime.metrics_interval_s,
+            activity=executor if isinstance(executor, ActivitySource) else None,
+            consumer_stats=self._consumer.stats,
+            lag=LagReader(config.kafka),
+        )
+        if runtime.metrics_port is not None:
+            self._metrics_server = start_metrics_server(runtime.metrics_host, runtime.metrics_port)
+        if self._api_in_process:  # last, as on Serve: /healthz answers once all is up
+            from api.process import ProcessApi
+
+            self._api = ProcessApi(config)
+            await self._api.start()
+        log.info("service ready, pipeline %s", self.pipeline_version)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The Prometheus endpoint of this process, when ``runtime.metrics_port`` is set."""
+        return self._metrics_server.url if self._metrics_server is not None else None
+
+    @property
+    def _api_in_process(self) -> bool:
+        """Whether this process serves the API (see ``ApiSettings.in_service_process``)."""
+        api = self.config.api
+        if not self._deploy or self.config.runtime.executor != "ray":
+            return False
+        return (
+            api.in_service_process
+            if api.in_service_process is not None
+            else (self.config.ray.address is None)
+        )
+
+    def _build_executor(self) -> StageExecutor:
+        if self.config.runtime.executor == "local":
+            from runtime.local_executor import LocalExecutor
+
+            return LocalExecutor(self.config)
+        from ray import serve
+
+        from api.serve import deploy_api
+        from runtime.ray_pools import RayExecutor
+
+        if not self._deploy:
+            return RayExecutor.connect(self.config)
+        if self._api_in_process:
+            serve.start(proxy_location="Disabled")  # nothing of Serve's is served over HTTP
+            return RayExecutor.deploy(self.config)
+        serve.start(http_options={"host": self.config.api.host, "port": self.config.api.port})
+        executor = RayExecutor.deploy(self.config)
+        deploy_api(self.config)
+        return executor
+
+    async def run(self) -> None:
+        """Start (if needed) and serve until ``request_stop()``."""
+        if self._consumer is None:
+            await self.start()
+        assert self._consumer is not None
+        assert self._dispatcher is not None
+        assert self.metrics_poller is not None
+        consumer = asyncio.create_task(self._consumer.run(), name="consumer")
+        notifier = asyncio.create_task(self._dispatcher.run(), name="notifier")
+        stop = asyncio.create_task(self._stopping.wait(), name="stop")
+        metrics = asyncio.create_task(self.metrics_poller.run(), name="metrics")
+        done, _ = await asyncio.wait(
+            {consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED
+        )
+        metrics.cancel()
+        await asyncio.gather(metrics, return_exceptions=True)
+        await self._shutdown()
+        for task in (consumer, notifier):
+            if task in done and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        await asyncio.gather(consumer, notifier, return_exceptions=True)
+        stop.cancel()
+
+    def request_stop(self) -> None:
+        """Safe from a signal handler (call through loop.call_soon_threadsafe elsewhere)."""
+        self._stopping.set()
+
+    async def _shutdown(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._dispatcher is not None:
+            await self._dispatcher.stop()
+        if self._executor is not None:
+            await self._executor.close()
+            if self._deploy and self.config.runtime.executor == "ray":
+                await asyncio.to_thread(_undeploy)
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+            self._metrics_server = None
+        if self._api is not None:  # last: progress queries answer while videos drain
+            await self._api.stop()
+            self._api = None
+        await self.store.close()
+
+
+def _undeploy() -> None:
+    """What this process deployed on Serve goes with it; Serve itself too when nothing else
+    runs on it, so the next process starts it afresh (its own HTTP address)."""
+    from ray import serve
+
+    from api.serve import API_APP
+    from runtime.ray_pools import POOLS_APP
+
+    serve_log = logging.getLogger("ray.serve")
+    level = serve_log.level
+    serve_log.setLevel(logging.WARNING)  # not a line per deleted application on every stop
+    try:
+        running = serve.status().applications
+        for name in (API_APP, POOLS_APP):
+            if name in running:
+                serve.delete(name)
+        if not serve.status().applications:
+            serve.shutdown()
+    finally:
+        serve_log.setLevel(level)
+
+
+class _Handler:
+    """Adapts the consumer's callbacks to the processor."""
+
+    def __init__(self, processor: VideoProcessor) -> None:
+        self._processor = processor
+
+    async def handle(self, event: VideoUploaded, record: RecordInfo) -> None:
+        await self._processor.process(event.to_ref())
+
+    async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:
+        log.warning("invalid event at %s: %s: %s", record, error.code, error)
+        if error.video_id is not None:
+            ref = VideoRef(video_id=error.video_id, uri="")
+            await self._processor.reject(ref, error)

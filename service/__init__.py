@@ -1,1 +1,0 @@
-"""Wiring of reelsense: runtime, notifier, API, CLI and the embedded stack."""

@@ -1,0 +1,85 @@
+"""``LocalObjectStore``: objects as files in a folder."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from core.errors import ReelsenseError
+from storage.base import ObjectStore, check_key
+from storage.errors import StoreRejected, StoreUnavailable
+
+# A read-only or misconfigured root (a file where a folder belongs) stays broken on retry;
+# a full disk or a flaky network mount may not.
+_OS_REJECTED = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR)
+
+
+def _map_os_error(exc: OSError, what: str) -> ReelsenseError:
+    if isinstance(exc, PermissionError) or exc.errno in _OS_REJECTED:
+        return StoreRejected(f"{what}: {exc}")
+    return StoreUnavailable(f"{what}: {exc}")
+
+
+class LocalObjectStore(ObjectStore):
+    """Objects as files under ``root``; written to a temp file, then renamed into place."""
+
+    TEMP_PREFIX = ".tmp-"
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=self.TEMP_PREFIX, dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(data)
+                    file.flush()
+                    os.fsync(file.fileno())
+                os.replace(temp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
+        except OSError as exc:
+            raise _map_os_error(exc, f"write {key}") from exc
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise _map_os_error(exc, f"read {key}") from exc
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "") -> list[str]:
+        # Walk only the folder the prefix names, not the whole store.
+        folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
+        if ".." in prefix.split("/"):
+            raise StoreRejected(f"invalid prefix {prefix!r}", code="sink_bad_key")
+        keys: list[str] = []
+        for dirpath, _dirs, files in os.walk(folder):
+            for name in files:
+                if name.startswith(self.TEMP_PREFIX):
+                    continue
+                key = Path(dirpath, name).relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        try:
+            self._path(key).unlink(missing_ok=True)
+        except OSError as exc:
+            raise _map_os_error(exc, f"delete {key}") from exc

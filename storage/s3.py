@@ -1,0 +1,155 @@
+"""``S3ObjectStore`` through boto3, its client from settings, and Lance's options for S3."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from core.config import StorageSettings
+from core.errors import ReelsenseError
+from storage.base import ObjectStore, check_key
+from storage.errors import StoreRejected, StoreUnavailable
+
+# S3 error codes that retrying cannot fix; everything else (5xx, throttling) is retried.
+_S3_REJECTED = {
+    "AccessDenied",
+    "AllAccessDisabled",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "NoSuchBucket",
+    "InvalidBucketName",
+    "InvalidObjectState",
+    "EntityTooLarge",
+    "KeyTooLongError",
+    "403",
+}
+_S3_MISSING = {"NoSuchKey", "404", "NotFound"}
+
+
+def map_s3_error(exc: Exception, what: str) -> ReelsenseError:
+    """botocore's exceptions as StoreUnavailable (retry) or StoreRejected (do not)."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in _S3_REJECTED:
+            return StoreRejected(f"{what}: S3 {code}: {exc}")
+        return StoreUnavailable(f"{what}: S3 {code}: {exc}")
+    if isinstance(
+        exc, botocore.exceptions.NoCredentialsError | botocore.exceptions.ParamValidationError
+    ):
+        return StoreRejected(f"{what}: {exc}")
+    # EndpointConnectionError, timeouts, closed connections, and anything unexpected.
+    return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class S3ObjectStore(ObjectStore):
+    """Objects in ``bucket`` under ``prefix`` through a boto3 S3 client."""
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.client = client if client is not None else boto3.client("s3")
+
+    def _key(self, key: str) -> str:
+        return self.prefix + check_key(key)
+
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        extra = {"ContentType": content_type} if content_type else {}
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
+        except Exception as exc:
+            raise map_s3_error(exc, f"put s3://{self.bucket}/{self._key(key)}") from exc
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return bytes(response["Body"].read())
+        except botocore.exceptions.ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code", "")) in _S3_MISSING:
+                return None
+            raise map_s3_error(exc, f"get s3://{self.bucket}/{self._key(key)}") from exc
+        except Exception as exc:
+            raise map_s3_error(exc, f"get s3://{self.bucket}/{self._key(key)}") from exc
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except botocore.exceptions.ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code", "")) in _S3_MISSING:
+                return False
+            raise map_s3_error(exc, f"head s3://{self.bucket}/{self._key(key)}") from exc
+        except Exception as exc:
+            raise map_s3_error(exc, f"head s3://{self.bucket}/{self._key(key)}") from exc
+
+    def _pages(self, prefix: str) -> Iterator[dict[str, Any]]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        yield from paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix)
+
+    def list(self, prefix: str = "") -> list[str]:
+        try:
+            keys = [
+                item["Key"][len(self.prefix) :]
+                for page in self._pages(prefix)
+                for item in page.get("Contents", [])
+            ]
+        except Exception as exc:
+            raise map_s3_error(exc, f"list s3://{self.bucket}/{self.prefix}{prefix}") from exc
+        return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            raise map_s3_error(exc, f"delete s3://{self.bucket}/{self._key(key)}") from exc
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+
+def s3_client(storage: StorageSettings) -> Any:
+    """A boto3 S3 client for the configured endpoint, region and keys (env/instance otherwise)."""
+    config = Config(
+        connect_timeout=storage.s3_connect_timeout_s,
+        read_timeout=max(30.0, storage.s3_connect_timeout_s),
+        retries={"max_attempts": storage.s3_max_attempts, "mode": "standard"},
+        s3={"addressing_style": "path"} if storage.s3_endpoint_url else None,
+    )
+    keys: dict[str, str] = {}
+    if storage.s3_access_key_id is not None:
+        keys["aws_access_key_id"] = storage.s3_access_key_id.get_secret_value()
+    if storage.s3_secret_access_key is not None:
+        keys["aws_secret_access_key"] = storage.s3_secret_access_key.get_secret_value()
+    return boto3.client(
+        "s3",
+        endpoint_url=storage.s3_endpoint_url,
+        region_name=storage.s3_region,
+        config=config,
+        **keys,
+    )
+
+
+def lance_storage_options(storage: StorageSettings) -> dict[str, str] | None:
+    """Object-store options for Lance on S3 (same endpoint and keys); None for a folder."""
+    if not storage.lance_uri.startswith("s3://"):
+        return None
+    options = {
+        "aws_region": storage.s3_region,
+        "connect_timeout": f"{storage.s3_connect_timeout_s:g}s",
+        "client_max_retries": str(max(0, storage.s3_max_attempts - 1)),
+        "client_retry_timeout": str(max(1, round(storage.s3_connect_timeout_s * 2))),
+    }
+    if storage.s3_endpoint_url:
+        options["aws_endpoint"] = storage.s3_endpoint_url
+        if storage.s3_endpoint_url.startswith("http://"):
+            options["allow_http"] = "true"
+    if storage.s3_access_key_id is not None:
+        options["aws_access_key_id"] = storage.s3_access_key_id.get_secret_value()
+    if storage.s3_secret_access_key is not None:
+        options["aws_secret_access_key"] = storage.s3_secret_access_key.get_secret_value()
+    return options

@@ -1,0 +1,374 @@
+"""The per-video orchestration in one process (LocalExecutor): resume at the first unfinished
+chunk after a crash, fenced sink writes, and rebuilding a lost record from the sinks."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections import Counter
+from collections.abc import AsyncIterator, Collection
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import lance
+import pytest
+
+from checkpoint.base import VideoState
+from checkpoint.chunk_store import ChunkStore
+from checkpoint.errors import StaleEpoch
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ServiceConfig
+from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
+from devkit.samples import Scene, write_video
+from models.embedding import resolve_model_path
+from runtime.executor import IngestItem, StageExecutor
+from runtime.local_executor import LocalExecutor
+from runtime.processor import VideoProcessor
+from sinks.lance import LanceFrameSink, LanceSummarySink
+from stages.decode import ResumePoint
+from stages.pipeline import Pipeline
+from storage.local import LocalObjectStore
+from tests.models.tiny_vlm import build_tiny_qwen2_vl
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("processor")
+
+
+@pytest.fixture(scope="module")
+def config(root: Path, redis_url: str) -> ServiceConfig:
+    return ServiceConfig.load(
+        redis={"url": redis_url, "key_prefix": f"proc-{root.name}"},
+        storage={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")},
+        limits={"file_roots": (str(root),)},
+        stages={"sample_fps": 2.0, "chunk_frames": 2},
+        runtime={
+            "workdir": str(root / "work"),
+            "executor": "local",
+            "chunks_in_flight_per_video": 2,
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def executor(config: ServiceConfig) -> LocalExecutor:
+    return LocalExecutor(config)
+
+
+@pytest.fixture
+async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
+    store = RedisCheckpointStore(config.redis)
+    yield store
+    await store.close()
+
+
+def processor(
+    config: ServiceConfig, executor: StageExecutor, store: RedisCheckpointStore
+) -> VideoProcessor:
+    return VideoProcessor(
+        store=store,
+        executor=executor,
+        chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
+        lineage=Pipeline.from_config(config).lineage,
+        settings=config.runtime,
+    )
+
+
+def frame_keys(config: ServiceConfig, video_id: str) -> Counter[int]:
+    table = lance.dataset(f"{config.storage.lance_uri}/frames.lance").to_table(
+        columns=["video_id", "timestamp_ms"], filter=f"video_id = '{video_id}'"
+    )
+    return Counter(table["timestamp_ms"].to_pylist())
+
+
+async def interrupted(
+    root: Path,
+    video_id: str,
+    text: str,
+    seconds: int,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    store: RedisCheckpointStore,
+    *,
+    after: int,
+) -> VideoRef:
+    """A video of ``seconds`` one-second scenes, its processing stopped dead once ``after``
+    chunks are recorded (as if the process died there: nothing after that point happens)."""
+    scenes = [Scene((f"{text} {i}",), 1.0) for i in range(seconds)]
+    path = write_video(root / f"{video_id}.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef(video_id, path.as_uri())
+    first = asyncio.create_task(processor(config, executor, store).process(ref))
+    while len(await store.chunks_done(video_id)) < after:
+        assert not first.done(), "the video finished before it could be interrupted"
+        await asyncio.sleep(0.05)
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    return ref
+
+
+async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    ref = await interrupted(root, "long", "PART", 8, config, executor, store, after=4)
+    persisted = await store.chunks_done("long")
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get("long")
+    assert status is not None
+    assert status.status is VideoState.DONE
+    assert status.chunks_total == 8  # 16 frames at 2 fps, 2 per chunk
+    # Those recorded, and any persisted in the moment between its object and its record.
+    assert status.chunks_restored >= len(persisted)
+    # Only what was in flight at the crash is computed twice.
+    assert (
+        status.chunks_processed - status.chunks_total <= config.runtime.chunks_in_flight_per_video
+    )
+    keys = frame_keys(config, "long")
+    assert sum(keys.values()) == status.frames == 16
+    assert max(keys.values()) == 1
+    assert await store.chunks_done("long") == set()
+    assert not list((root / "objects").glob("chunks/long/**/*.json"))
+
+
+async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    ref = await interrupted(root, "flushed", "PAGE", 6, config, executor, store, after=3)
+    objects = root / "objects" / "chunks" / "flushed"
+    # A chunk write already in a worker thread at the interruption still lands: wait for quiet.
+    persisted, quiet = -1, 0
+    while quiet < 5:
+        count = len(list(objects.rglob("*.json")))
+        persisted, quiet = count, (quiet + 1 if count == persisted else 0)
+        await asyncio.sleep(0.2)
+    assert persisted >= 3
+    await store._redis.delete(store.video_key("flushed"))  # the record and its chunk marks
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get("flushed")
+    assert status is not None
+    assert status.status is VideoState.DONE
+    assert status.chunks_restored == persisted
+    assert status.chunks_processed == status.chunks_total - persisted
+    assert sum(frame_keys(config, "flushed").values()) == status.frames == 12
+    assert not list(objects.rglob("*.json"))
+
+
+async def test_a_failed_video_leaves_no_persisted_chunks(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    # An earlier attempt persisted a chunk; then the source turns out to be unreadable.
+    (root / "gone.mp4").write_bytes(b"not a video at all")
+    ref = VideoRef("gone", (root / "gone.mp4").as_uri())
+    chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
+    version = Pipeline.from_config(config).version
+    chunks.put(version, Chunk("gone", 0, [], last=False))
+    assert chunks.indexes("gone", version) == {0}
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get("gone")
+    assert status is not None
+    assert status.status is VideoState.FAILED
+    assert chunks.indexes("gone", version) == set()
+
+
+async def test_results_of_a_stale_attempt_are_refused(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    ref = VideoRef("fenced", "file:///nowhere.mp4")
+    old = await store.claim(ref, "pv")
+    new = await store.claim(ref, "pv")
+    probe = ProbeInfo("mp4", "h264", 320, 240, 10.0, 1.0, 1, 0, 1000)
+    result = VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=old.epoch)
+    with pytest.raises(StaleEpoch):
+        await executor.write(result)
+    await executor.write(VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=new.epoch))
+    earlier = await executor.earlier("fenced")
+    assert earlier is not None
+    assert (earlier.pipeline_version, earlier.frame_count) == ("pv", 0)
+
+
+async def test_a_lost_record_is_rebuilt_from_the_sinks(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    path = write_video(root / "short.mp4", [Scene(("HELLO",), 1.5)], fps=10, size=(320, 240))
+    ref = VideoRef("short", path.as_uri())
+    work = processor(config, executor, store)
+    await work.process(ref)
+    done = await store.get("short")
+    assert done is not None
+    assert done.chunks_processed == 2
+    await store._redis.delete(store.video_key("short"))  # Redis lost the record
+
+    await work.process(ref)
+    rebuilt = await store.get("short")
+    assert rebuilt is not None
+    assert rebuilt.status is VideoState.DONE
+    assert rebuilt.frames == done.frames
+    assert rebuilt.chunks_processed == 0  # nothing was computed again
+
+
+def with_stages(config: ServiceConfig, **changes: object) -> ServiceConfig:
+    return config.model_copy(update={"stages": config.stages.model_copy(update=changes)})
+
+
+async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    scenes = [Scene(("ALPHA",), 1.0), Scene(("OMEGA",), 1.0)]
+    source = write_video(root / "versions.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef("versions", source.as_uri())
+    summaries = LanceSummarySink(f"{config.storage.lance_uri}")
+    frames = LanceFrameSink(f"{config.storage.lance_uri}")
+
+    async def run(
+        cfg: ServiceConfig, stage_executor: LocalExecutor
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        await processor(cfg, stage_executor, store).process(ref)
+        status = await store.get("versions")
+        assert status is not None
+        assert status.status is VideoState.DONE, status
+        assert status.pipeline_version == Pipeline.from_config(cfg).version
+        row = summaries.video_row("versions")
+        assert row is not None
+        return row, frames.frame_rows("versions", with_embedding=True)
+
+    first, first_frames = await run(config, executor)
+    assert {"ocr", "embed"} <= set(first["timings"])
+
+    # A VLM stage is added: decoding and OCR are unchanged, so OCR is taken from the first
+    # result; the VLM runs on freshly decoded pixels, and the embeddings read its captions.
+    vlm = build_tiny_qwen2_vl(root / "tiny-vlm")
+    with_vlm = with_stages(config, vlm_model=str(vlm), vlm_max_new_tokens=4)
+    vlm_executor = LocalExecutor(with_vlm)
+    try:
+        second, second_frames = await run(with_vlm, vlm_executor)
+    finally:
+        await vlm_executor.close()
+    assert "vlm" in second["timings"]
+    assert "ocr" not in second["timings"]
+    assert [f["ocr_text"] for f in second_frames] == [f["ocr_text"] for f in first_frames]
+    assert all(f["caption"] for f in second_frames)
+    assert {f["pipeline_version"] for f in second_frames} == {second["pipeline_version"]}
+    assert len(second_frames) == len(first_frames)
+
+    # Only the embedding model changes: nothing reads pixels, so nothing is decoded (the source
+    # is gone and the video still completes); OCR and captions come from the second result.
+    model = shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), root / "minilm-copy")
+    new_embedder = with_stages(with_vlm, embed_model=str(model))
+    source.unlink()
+    embed_executor = LocalExecutor(new_embedder)
+    try:
+        third, third_frames = await run(new_embedder, embed_executor)
+    finally:
+        await embed_executor.close()
+    assert set(third["timings"]) & {"ocr", "vlm"} == set()
+    assert "embed" in third["timings"]
+    assert [(f["ocr_text"], f["caption"]) for f in third_frames] == [
+        (f["ocr_text"], f["caption"]) for f in second_frames
+    ]
+    assert all(f["embedding"] is not None for f in third_frames if f["ocr_text"] or f["caption"])
+    assert (
+        len({first["pipeline_version"], second["pipeline_version"], third["pipeline_version"]}) == 3
+    )
+    assert sum(frame_keys(config, "versions").values()) == len(first_frames)
+
+
+def test_stage_versions_change_with_what_each_stage_reads(config: ServiceConfig) -> None:
+    base = Pipeline.from_config(config).lineage
+    ocr_changed = Pipeline.from_config(with_stages(config, ocr_min_score=0.9)).lineage
+    resampled = Pipeline.from_config(with_stages(config, sample_fps=3.0)).lineage
+    assert ocr_changed.reusable(base.versions) == frozenset()  # OCR is the only image stage
+    assert ocr_changed.versions["decode"] == base.versions["decode"]
+    assert ocr_changed.versions["embed"] != base.versions["embed"]  # it reads OCR's text
+    assert resampled.reusable(base.versions) == frozenset()
+    assert {resampled.versions[s] != base.versions[s] for s in base.versions} == {True}
+    assert base.reusable(base.versions) == frozenset({"ocr"})
+
+
+async def test_without_chunk_checkpoints_nothing_is_persisted_per_chunk(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    path = write_video(root / "plain.mp4", [Scene(("PLAIN",), 2.0)], fps=10, size=(320, 240))
+    plain = config.model_copy(
+        update={"runtime": config.runtime.model_copy(update={"chunk_checkpoints": False})}
+    )
+    objects = root / "objects-plain"
+    work = VideoProcessor(
+        store=store,
+        executor=executor,
+        chunks=ChunkStore(LocalObjectStore(str(objects))),
+        lineage=Pipeline.from_config(plain).lineage,
+        settings=plain.runtime,
+    )
+    ref = VideoRef("plain", path.as_uri())
+    task = asyncio.create_task(work.process(ref))
+    while not task.done():
+        assert not objects.exists() or not list(objects.rglob("*.json"))
+        assert await store.chunks_done("plain") == set()
+        await asyncio.sleep(0.02)
+    await task
+    status = await store.get("plain")
+    assert status is not None
+    assert status.status is VideoState.DONE
+    assert status.frames == 4
+    assert status.chunks_processed == 0
+    assert sum(frame_keys(config, "plain").values()) == 4
+
+
+class _Watched(LocalExecutor):
+    """The real executor, noting what each ingest stream yields, in order."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        super().__init__(config)
+        self.seen: list[tuple[str, str]] = []
+
+    async def ingest(
+        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
+    ) -> AsyncIterator[IngestItem]:
+        async for item in super().ingest(ref, resume, inline):
+            kind = "video" if isinstance(item, LocalVideo) else "last" if item.last else "chunk"
+            self.seen.append((ref.video_id, kind))
+            yield item
+
+
+@pytest.mark.parametrize("decoding", [0, 1])
+async def test_videos_decoding_limits_decoders_not_videos_in_flight(
+    root: Path, config: ServiceConfig, store: RedisCheckpointStore, decoding: int
+) -> None:
+    limited = config.model_copy(
+        update={"runtime": config.runtime.model_copy(update={"videos_decoding": decoding})}
+    )
+    executor = _Watched(limited)
+    work = VideoProcessor(
+        store=store,
+        executor=executor,
+        chunks=ChunkStore(LocalObjectStore(limited.storage.object_store_uri)),
+        lineage=Pipeline.from_config(limited).lineage,
+        settings=limited.runtime,
+    )
+    refs = []
+    for name in ("first", "second"):
+        video_id = f"{name}-{decoding}"
+        scenes = [Scene((f"{name.upper()} {i}",), 1.0) for i in range(4)]
+        path = write_video(root / f"{video_id}.mp4", scenes, fps=10, size=(320, 240))
+        refs.append(VideoRef(video_id, path.as_uri()))
+    await asyncio.gather(*(work.process(ref) for ref in refs))
+    for ref in refs:
+        status = await store.get(ref.video_id)
+        assert status is not None
+        assert status.status is VideoState.DONE
+        assert status.frames == 8
+    opened = sorted(refs, key=lambda ref: executor.seen.index((ref.video_id, "video")))
+    first, second = (ref.video_id for ref in opened)
+    first_decoded = executor.seen.index((first, "last"))
+    second_opened = executor.seen.index((second, "video"))
+    if decoding:  # the second video opened once the first had decoded its last chunk
+        assert second_opened > first_decoded
+    else:  # both at once
+        assert second_opened < first_decoded

@@ -1,16 +1,18 @@
 """Webhook delivery over HTTP with httpx: one signed POST per attempt, classified.
 
-Before any connection the target is checked: http/https only, and every address its host
-resolves to must be globally routable unless ``allow_private_targets`` (tests, local demo).
-Redirects are never followed: a 3xx is a failed attempt, so a redirect cannot lead a request
-to an address that was never checked.
+Every attempt goes through :mod:`core.netguard`: the URL is checked (http/https, every address
+its host resolves to outside the refused ranges unless ``allow_private_targets``, for tests and
+the local stack) and the connection goes to an address that was checked, never to a second DNS
+answer. Redirects are never followed: a 3xx is a failed attempt.
+
+What the endpoint answers stays out of the result: the delivery log and dead letters, which
+tenants read, get a status line (``HTTP 503``) and never the response body or a ``Location``,
+so a callback URL cannot be used to read what some other server says.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import socket
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -19,69 +21,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from core import netguard
 from core.config import NotifySettings
 from core.errors import PermanentError, RetryableError
 from notify.base import DeliveryResult, Outcome, WebhookDelivery, WebhookMessage
 from notify.errors import DeliveryFailed, TargetRefused, TargetUnresolvable
 from notify.signing import decode_secret, signed_headers
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _RETRYABLE_4XX = frozenset({408, 425, 429})
-_BODY_KEPT = 256  # characters of an error response kept for the delivery log
-_BODY_READ_MAX = 64 * 1024  # beyond this the response is dropped unread
-
-
-def is_public_address(ip: IPAddress) -> bool:
-    """Globally routable unicast, also for IPv4 hidden inside IPv6 (mapped, 6to4, NAT64)."""
-    if ip.is_multicast or not ip.is_global:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded: list[IPAddress | None] = [ip.ipv4_mapped, ip.sixtofour]
-        if ip.teredo:
-            embedded.extend(ip.teredo)
-        if ip in _NAT64:
-            embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-        return all(is_public_address(e) for e in embedded if e is not None)
-    return True
-
-
-async def check_target(url: str, *, allow_private: bool) -> list[IPAddress]:
-    """Refuse a URL we must not call; returns the addresses its host resolves to.
-
-    Raises ``TargetRefused`` (scheme, missing host, non-public address) or
-    ``TargetUnresolvable`` (DNS failure, worth retrying). A full SSRF-safe HTTP layer would
-    also pin the connection to the checked addresses; until then a DNS answer that changes
-    between this check and httpx's own lookup is not caught.
-    """
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        raise TargetRefused(f"malformed URL: {exc}") from None
-    if parts.scheme not in ("http", "https"):
-        raise TargetRefused(f"scheme {parts.scheme!r} is not allowed; use http or https")
-    host = parts.hostname
-    if not host:
-        raise TargetRefused("the URL has no host")
-    try:
-        addresses: list[IPAddress] = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, type=socket.SOCK_STREAM
-            )
-        except (OSError, UnicodeError) as exc:
-            raise TargetUnresolvable(f"{host} did not resolve: {exc}") from None
-        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
-    if not addresses:
-        raise TargetUnresolvable(f"{host} resolved to no address")
-    if not allow_private:
-        refused = [str(ip) for ip in addresses if not is_public_address(ip)]
-        if refused:
-            raise TargetRefused(f"{host} resolves to non-public address {', '.join(refused)}")
-    return addresses
+_BODY_READ_MAX = 64 * 1024  # a longer answer is dropped unread, with its connection
 
 
 def redact_url(url: str) -> str:
@@ -121,7 +69,7 @@ def classify(
         return DeliveryResult(Outcome.DELIVERED, status)
     if status == 410:
         return DeliveryResult(
-            Outcome.DISABLED, status, code="webhook_endpoint_gone", detail="410 Gone"
+            Outcome.DISABLED, status, code="webhook_endpoint_gone", detail="HTTP 410 Gone"
         )
     if status in _RETRYABLE_4XX or status >= 500:
         retry_after = None
@@ -130,15 +78,21 @@ def classify(
             if retry_after is not None:
                 retry_after = min(retry_after, max_retry_after_s)
         return DeliveryResult(
-            Outcome.RETRY, status, retry_after=retry_after, code="webhook_http_error"
+            Outcome.RETRY,
+            status,
+            retry_after=retry_after,
+            code="webhook_http_error",
+            detail=f"HTTP {status}",
         )
     if 300 <= status < 400:
-        # Never followed: the next hop was not checked. Failed for now, like any non-2xx.
-        where = headers.get("location", "")
+        # Never followed, like Stripe and Svix: the endpoint must name its final URL.
         return DeliveryResult(
-            Outcome.RETRY, status, code="webhook_redirect_refused", detail=f"-> {where}"
+            Outcome.RETRY,
+            status,
+            code="webhook_redirect_refused",
+            detail=f"HTTP {status}; redirects are not followed",
         )
-    return DeliveryResult(Outcome.FAILED, status, code="webhook_rejected")
+    return DeliveryResult(Outcome.FAILED, status, code="webhook_rejected", detail=f"HTTP {status}")
 
 
 class WebhookSender(WebhookDelivery):
@@ -148,25 +102,27 @@ class WebhookSender(WebhookDelivery):
     the signatures over them, one per configured secret.
     """
 
-    def __init__(self, settings: NotifySettings, *, client: httpx.AsyncClient | None = None):
+    def __init__(
+        self, settings: NotifySettings, *, resolver: netguard.Resolver = netguard.system_resolver
+    ) -> None:
         for secret in settings.webhook_secrets:
             decode_secret(secret)  # a malformed secret fails at start, not per delivery
         self._settings = settings
         self._secrets = tuple(settings.webhook_secrets)
-        self._client = client or httpx.AsyncClient(
+        self._resolver = resolver
+        self._client = httpx.AsyncClient(
+            transport=netguard.AsyncPinnedTransport(max_connections=settings.max_concurrency),
             timeout=httpx.Timeout(settings.timeout_s),
             follow_redirects=False,
             trust_env=False,  # a proxy from the environment would bypass the target check
-            limits=httpx.Limits(max_connections=settings.max_concurrency),
             headers={"user-agent": settings.user_agent},
         )
 
     async def deliver(self, url: str, message: WebhookMessage) -> DeliveryResult:
         started = time.perf_counter()
         try:
-            await check_target(url, allow_private=self._settings.allow_private_targets)
             async with asyncio.timeout(self._settings.timeout_s):
-                result = await self._post(url, message)
+                result = await self._post(await self._check(url), message)
         except TimeoutError:
             result = DeliveryResult(
                 Outcome.RETRY, code="webhook_timeout", detail="no answer in time"
@@ -184,23 +140,35 @@ class WebhookSender(WebhookDelivery):
             duration_s=time.perf_counter() - started,
         )
 
-    async def _post(self, url: str, message: WebhookMessage) -> DeliveryResult:
+    async def _check(self, url: str) -> netguard.Target:
+        """The guard's verdict on ``url``, as notifier errors; DNS runs off the event loop."""
+        try:
+            return await asyncio.to_thread(
+                netguard.check_url,
+                url,
+                allow_private=self._settings.allow_private_targets,
+                resolver=self._resolver,
+            )
+        except netguard.OutboundRefused as exc:
+            raise TargetRefused(exc.message) from None
+        except netguard.OutboundUnresolvable as exc:
+            raise TargetUnresolvable(exc.message) from None
+
+    async def _post(self, target: netguard.Target, message: WebhookMessage) -> DeliveryResult:
         """The HTTP boundary: httpx exceptions become notifier errors here and nowhere else."""
         headers = signed_headers(message.id, message.body, self._secrets)
         headers["content-type"] = "application/json"
         try:
-            async with self._client.stream(
-                "POST", url, content=message.body, headers=headers
-            ) as response:
-                result = classify(
-                    response.status_code,
-                    response.headers,
-                    max_retry_after_s=self._settings.max_retry_after_s,
-                )
-                if result.outcome is Outcome.DELIVERED:
+            with netguard.pinned(target):
+                async with self._client.stream(
+                    "POST", target.url, content=message.body, headers=headers
+                ) as response:
                     await _drain(response)  # lets the connection go back to the pool
-                    return result
-                snippet = await _drain(response)
+                    return classify(
+                        response.status_code,
+                        response.headers,
+                        max_retry_after_s=self._settings.max_retry_after_s,
+                    )
         except httpx.TimeoutException as exc:
             raise DeliveryFailed(f"timed out: {exc!r}", code="webhook_timeout") from None
         except httpx.ConnectError as exc:
@@ -210,28 +178,17 @@ class WebhookSender(WebhookDelivery):
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
             raise TargetRefused(f"invalid target: {exc}") from None
         except httpx.HTTPError as exc:
-            raise DeliveryFailed(f"{type(exc).__name__}: {exc}") from None
-        detail = " ".join(part for part in (result.detail, snippet) if part)
-        return DeliveryResult(
-            result.outcome,
-            result.status_code,
-            retry_after=result.retry_after,
-            code=result.code,
-            detail=detail,
-        )
+            # The class only: a protocol error's message quotes the bytes the endpoint sent.
+            raise DeliveryFailed(f"{type(exc).__name__} from the endpoint") from None
 
     async def close(self) -> None:
         await self._client.aclose()
 
 
-async def _drain(response: httpx.Response) -> str:
-    """Read a small answer to its end; the start of it, as text, for the log."""
-    kept = bytearray()
+async def _drain(response: httpx.Response) -> None:
+    """Read a small answer to its end, keeping none of it."""
     read = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.aiter_raw():
         read += len(chunk)
-        if len(kept) < _BODY_KEPT:
-            kept.extend(chunk[: _BODY_KEPT - len(kept)])
         if read > _BODY_READ_MAX:
-            break
-    return kept.decode("utf-8", errors="replace").strip()
+            return

@@ -1,7 +1,8 @@
 """Fetch + probe: bring a video to local disk and check it against the limits.
 
-Sources: ``file://`` (only below ``limits.file_roots``), ``s3://bucket/key`` (downloaded under a
-byte cap) and ``http(s)://`` (through :mod:`stages.netguard`, SSRF-safe). The probe opens the
+Sources: ``file://`` (only below ``limits.file_roots``), ``s3://bucket/key`` and ``http(s)://``,
+both downloaded under a byte cap and a deadline. Every HTTP hop (the URL, then each redirect) is
+checked by :mod:`core.netguard` and connected to the address it checked. The probe opens the
 file with PyAV restricted to the allowed demuxers and to the ``file`` protocol, so a playlist or
 concat list can never make FFmpeg open other files or URLs.
 
@@ -16,20 +17,22 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import av
 import boto3
+import httpx
 from av.container import InputContainer
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from core import netguard
 from core.config import LimitSettings, StorageSettings
 from core.records import LocalVideo, ProbeInfo, VideoRef
-from stages import netguard
 from stages.base import Resources, Stage
 from stages.errors import (
     FetchFailed,
@@ -40,6 +43,7 @@ from stages.errors import (
     SourceTooLarge,
     UnsupportedMedia,
 )
+from stages.names import FETCH
 
 _CHUNK = 1024 * 1024
 _PLAYLIST_MAGIC = (b"#EXTM3U", b"ffconcat", b"<?xml", b"<MPD")
@@ -161,7 +165,7 @@ def _duration_s(container: InputContainer, stream: av.VideoStream) -> float:
 class FetchProbeStage(Stage[VideoRef, LocalVideo]):
     """VideoRef -> LocalVideo: fetch to local disk if needed, then probe under the limits."""
 
-    name = "fetch"
+    name = FETCH
     resources = Resources(cpus=0.1)
 
     def __init__(self, limits: LimitSettings, storage: StorageSettings, workdir: str) -> None:
@@ -234,7 +238,7 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
             if scheme == "s3":
                 self._download_s3(ref.uri, dest)
             else:
-                netguard.download(ref.uri, dest, self._policy())
+                download(ref.uri, dest, self._limits)
             return dest, True
         raise FetchRefused(f"URI scheme {scheme!r} is not supported", code="fetch_refused")
 
@@ -285,17 +289,7 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
                     f"{uri} has {declared} bytes, above the {limits.max_bytes} limit",
                     code="limit_bytes",
                 )
-            written = 0
-            with dest.open("wb") as out:
-                for block in obj["Body"].iter_chunks(_CHUNK):
-                    written += len(block)
-                    if written > limits.max_bytes:
-                        raise SourceTooLarge(
-                            f"{uri} is larger than {limits.max_bytes} bytes", code="limit_bytes"
-                        )
-                    if time.monotonic() > deadline:
-                        raise FetchFailed(f"{uri}: download too slow", code="fetch_timeout")
-                    out.write(block)
+            _write_capped(obj["Body"].iter_chunks(_CHUNK), dest, uri, limits, deadline)
         except ClientError as exc:
             dest.unlink(missing_ok=True)
             raise _s3_error(uri, exc) from exc
@@ -306,16 +300,106 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
             dest.unlink(missing_ok=True)
             raise
 
-    def _policy(self) -> netguard.FetchPolicy:
-        limits = self._limits
-        return netguard.FetchPolicy(
-            max_bytes=limits.max_bytes,
-            allow_private=limits.allow_private,
-            max_redirects=limits.max_redirects,
-            connect_timeout_s=limits.connect_timeout_s,
-            read_timeout_s=limits.read_timeout_s,
-            total_timeout_s=limits.total_timeout_s,
-        )
+
+@dataclass(frozen=True)
+class Download:
+    """A finished HTTP download."""
+
+    path: Path
+    size_bytes: int
+    final_url: str
+    content_type: str | None
+
+
+def download(
+    url: str,
+    dest: Path,
+    limits: LimitSettings,
+    *,
+    resolver: netguard.Resolver = netguard.system_resolver,
+    transport: netguard.PinnedTransport | None = None,
+) -> Download:
+    """Download ``url`` to ``dest``, each hop checked and pinned; no partial file is left.
+
+    Errors: ``FetchRefused`` (URL, redirect or 4xx refused; ``too_many_redirects`` beyond
+    ``limits.max_redirects``), ``SourceNotFound`` (404/410), ``SourceTooLarge``
+    (``limit_bytes``), ``FetchFailed`` (DNS, network, timeouts, 5xx, 429).
+    """
+    deadline = time.monotonic() + limits.total_timeout_s
+    timeout = httpx.Timeout(limits.read_timeout_s, connect=limits.connect_timeout_s)
+    try:
+        with (
+            httpx.Client(
+                transport=transport or netguard.PinnedTransport(), timeout=timeout, trust_env=False
+            ) as client,
+            netguard.stream_get(
+                client,
+                url,
+                max_redirects=limits.max_redirects,
+                allow_private=limits.allow_private,
+                resolver=resolver,
+                headers={"Accept-Encoding": "identity"},
+            ) as response,
+        ):
+            final = str(response.url)
+            _raise_for_status(response.status_code, final, response.headers.get("retry-after"))
+            declared = response.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > limits.max_bytes:
+                raise SourceTooLarge(
+                    f"{final} declares {declared} bytes, above the {limits.max_bytes} limit",
+                    code="limit_bytes",
+                )
+            _write_capped(response.iter_raw(_CHUNK), dest, final, limits, deadline)
+            return Download(dest, dest.stat().st_size, final, response.headers.get("content-type"))
+    except (netguard.OutboundRefused, netguard.OutboundUnresolvable, httpx.HTTPError) as exc:
+        dest.unlink(missing_ok=True)
+        raise _fetch_error(url, exc) from exc
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+
+
+def _fetch_error(url: str, exc: Exception) -> FetchRefused | FetchFailed:
+    """The guard's and httpx's exceptions as fetch errors with their reason codes."""
+    if isinstance(exc, netguard.OutboundRefused):
+        code = "too_many_redirects" if isinstance(exc, netguard.TooManyRedirects) else None
+        return FetchRefused(exc.message, code=code or "fetch_refused")
+    if isinstance(exc, netguard.OutboundUnresolvable):
+        return FetchFailed(exc.message, code="dns_failed")
+    if isinstance(exc, httpx.TimeoutException):
+        return FetchFailed(f"timed out fetching {url}: {exc}", code="fetch_timeout")
+    return FetchFailed(f"cannot fetch {url}: {exc}", code="fetch_failed")
+
+
+def _write_capped(
+    blocks: Iterable[bytes], dest: Path, uri: str, limits: LimitSettings, deadline: float
+) -> None:
+    written = 0
+    with dest.open("wb") as out:
+        for block in blocks:
+            written += len(block)
+            if written > limits.max_bytes:
+                raise SourceTooLarge(
+                    f"{uri} is larger than the {limits.max_bytes} byte limit", code="limit_bytes"
+                )
+            if time.monotonic() > deadline:
+                raise FetchFailed(
+                    f"{uri} took longer than {limits.total_timeout_s} s", code="fetch_timeout"
+                )
+            out.write(block)
+
+
+def _raise_for_status(status: int, url: str, retry_after: str | None) -> None:
+    if 200 <= status < 300:
+        return
+    if status in (404, 410):
+        raise SourceNotFound(f"{url} answered {status}", code="source_not_found")
+    if status in (408, 425, 429) or status >= 500:
+        delay = float(retry_after) if retry_after and retry_after.isdigit() else None
+        raise FetchFailed(f"{url} answered {status}", code="fetch_failed", retry_after=delay)
+    if status in (401, 403):
+        raise FetchRefused(f"{url} answered {status}", code="source_forbidden")
+    raise FetchRefused(f"{url} answered {status}", code="http_error")
 
 
 def _s3_error(uri: str, exc: ClientError) -> Exception:

@@ -2,9 +2,10 @@
 
 (Event parsing itself is fuzzed in tests/consumers/test_events.py.)
 
-- ``netguard.check_url`` on any string, with a stub resolver answering any addresses: it
-  either refuses with a reason code or returns a target whose every address is public, over
-  http or https. Nothing else may escape it, and it never connects.
+- ``core.netguard.check_url`` on any string, with a stub resolver answering any addresses: it
+  either refuses (``OutboundRefused``/``OutboundUnresolvable``) or returns a target over http
+  or https whose every address is outside the refused ranges. Nothing else may escape it, and
+  it never connects.
 - ``FetchProbeStage.open`` on ``file://`` URIs built from traversal pieces (``..``, encoded
   dots and slashes, NUL, symlinks out of the root): it either refuses with a reason code or
   opens a file that really lies under the root.
@@ -22,11 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core import netguard
 from core.config import LimitSettings, StorageSettings
 from core.errors import ReelsenseError
 from core.records import VideoRef
-from stages import netguard
 from stages.fetch import FetchProbeStage
+from tests.core.test_netguard import ONCE_GLOBAL
 from tests.edges.corpus import TINY, _encode
 
 _V4 = st.ip_addresses(v=4).map(str)
@@ -44,6 +46,9 @@ _SPECIAL = st.sampled_from(
         "93.184.216.34",
         "2606:4700::1111",
         "fe80::1%eth0",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+        "64:ff9b::808:808",  # NAT64 of 8.8.8.8: allowed
+        *ONCE_GLOBAL,
     ]
 )
 _HOSTS = st.one_of(
@@ -98,22 +103,18 @@ def test_check_url_refuses_or_returns_a_public_target(url: str, answers: list[st
 
     try:
         target = netguard.check_url(url, resolver=resolver)
-    except ReelsenseError as error:
-        refused: ReelsenseError | None = error
-    else:
-        refused = None
-    if refused is not None:
-        assert refused.code in {"fetch_refused", "dns_failed"}, refused
+    except (netguard.OutboundRefused, netguard.OutboundUnresolvable):
         return
     assert target.url.lower().startswith(("http://", "https://"))
-    assert netguard.is_public(target.address)
+    assert target.addresses
+    assert all(netguard.refusal(a) is None for a in target.addresses)
     literal = netguard.literal_address(target.host)
     checked = (
         [literal]
         if literal is not None
         else [ipaddress.ip_address(a.split("%")[0]) for a in answers]
     )
-    assert all(netguard.is_public(a) for a in checked)
+    assert all(netguard.refusal(a) is None for a in checked)
     assert 0 < target.port < 65536
 
 

@@ -1,15 +1,15 @@
-"""FetchProbeStage and netguard: sources, probe limits, reason codes, SSRF refusals.
+"""FetchProbeStage and HTTP downloads: sources, probe limits, reason codes, SSRF refusals.
 
 Every test runs under a guard that fails it on any connection to a non-loopback address and on
 any attempt to resolve a name through a connection, so a refusal is proven to happen before
 anything leaves the machine. A local http.server on 127.0.0.1 serves the allowed downloads;
-"public" hosts are stub-resolved to documentation-free public addresses and routed to that
-server by a test transport, so redirects and pinning are exercised end to end.
+"public" hosts are stub-resolved to public addresses that the test transport's route reaches on
+that server, so redirects and pinning are exercised end to end. (The guard itself, its range
+table and its transports are tested in tests/core/test_netguard.py.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import ipaddress
 import shutil
@@ -31,10 +31,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from pydantic import SecretStr
 
+from core import netguard
 from core.config import LimitSettings, StorageSettings
 from core.errors import PermanentError
 from core.records import VideoRef
-from stages import netguard
 from stages.errors import (
     FetchFailed,
     FetchRefused,
@@ -44,7 +44,7 @@ from stages.errors import (
     SourceTooLarge,
     UnsupportedMedia,
 )
-from stages.fetch import FetchProbeStage
+from stages.fetch import FetchProbeStage, download
 from tests.stages import media
 
 PUBLIC_IP = "93.184.216.34"
@@ -159,19 +159,29 @@ def port(server: tuple[int, list[str]]) -> int:
     return server[0]
 
 
-class _ToLocal(httpx.HTTPTransport):
-    """Routes the stub public addresses to the local server; records what was requested."""
+class _ToLocal(netguard.PinnedTransport):
+    """Reaches the stub public addresses on the local server; records requests and routes."""
 
     def __init__(self, port: int, verify: ssl.SSLContext | bool = True) -> None:
-        super().__init__(verify=verify)
+        super().__init__(verify=verify, route=self._route)
         self.port = port
         self.requests: list[httpx.Request] = []
+        self.routed: list[str] = []  # the checked addresses connections were opened for
+
+    def _route(self, address: netguard.IPAddress, port: int) -> tuple[str, int]:
+        self.routed.append(str(address))
+        return (
+            ("127.0.0.1", self.port)
+            if str(address) in (PUBLIC_IP, CDN_IP)
+            else (str(address), port)
+        )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
-        if request.url.host in (PUBLIC_IP, CDN_IP):
-            request.url = request.url.copy_with(host="127.0.0.1", port=self.port)
         return super().handle_request(request)
+
+
+LIMITS = LimitSettings(max_bytes=10**8)
 
 
 def stub_resolver(table: dict[str, list[str]]) -> tuple[netguard.Resolver, list[str]]:
@@ -194,6 +204,10 @@ NAMES = {
     "mixed.example": [PUBLIC_IP, "10.1.2.3"],
     "v6private.example": ["fd00::1"],
     "mapped.example": ["::ffff:127.0.0.1"],
+    # Called global by ipaddress.is_global on Python 3.11.7:
+    "ietf.example": ["192.0.0.192"],
+    "sitelocal.example": [CDN_IP, "fec0::1"],
+    "nat64local.example": ["64:ff9b:1::7f00:1"],
 }
 
 
@@ -481,26 +495,27 @@ def test_connection_is_pinned_to_the_checked_address(
 
     transport = _ToLocal(port)
     dest = tmp_path / "pinned.mp4"
-    got = netguard.download(
+    got = download(
         "http://videos.example/files/clip.mp4",
         dest,
-        netguard.FetchPolicy(max_bytes=10**8),
+        LIMITS,
         resolver=rebinding,
         transport=transport,
     )
     assert got.size_bytes == (videos / "clip.mp4").stat().st_size
     assert got.content_type == "video/mp4"
     assert asked == ["videos.example"]  # resolved once, never again
-    assert [r.url.host for r in transport.requests] == ["127.0.0.1"]  # routed from PUBLIC_IP
+    assert transport.routed == [PUBLIC_IP]  # the checked address, never the second answer
+    assert [r.url.host for r in transport.requests] == ["videos.example"]
     assert server[1][-1] == "videos.example"  # the name travels in the Host header
 
 
 def test_public_redirect_is_followed(tmp_path: Path, port: int) -> None:
     resolver, asked = stub_resolver(NAMES)
-    got = netguard.download(
+    got = download(
         "http://videos.example/redirect?to=http://cdn.example/files/clip.mp4",
         tmp_path / "redirected.mp4",
-        netguard.FetchPolicy(max_bytes=10**8),
+        LIMITS,
         resolver=resolver,
         transport=_ToLocal(port),
     )
@@ -560,8 +575,8 @@ def test_https_presents_and_verifies_the_name(
     port, cert = https_port
     trust = ssl.create_default_context(cafile=str(cert))
     resolver, _ = stub_resolver(NAMES | {"other.example": [PUBLIC_IP]})
-    policy = netguard.FetchPolicy(max_bytes=10**8)
-    got = netguard.download(
+    policy = LIMITS
+    got = download(
         "https://videos.example/files/clip.mp4",
         tmp_path / "tls.mp4",
         policy,
@@ -571,7 +586,7 @@ def test_https_presents_and_verifies_the_name(
     # Connected to the IP, yet SNI and certificate checks used the name.
     assert got.size_bytes == (videos / "clip.mp4").stat().st_size
     with pytest.raises(FetchFailed):  # same server, a name its certificate does not cover
-        netguard.download(
+        download(
             "https://other.example/files/clip.mp4",
             tmp_path / "wrong.mp4",
             policy,
@@ -602,6 +617,14 @@ REFUSED_URLS = [
     "http://100.64.0.1/clip.mp4",
     "https://[fd00::1]/clip.mp4",
     "gopher://example.com/clip.mp4",
+    # Called global by ipaddress.is_global on Python 3.11.7:
+    "http://192.0.0.192/clip.mp4",
+    "http://[::ffff:0:7f00:1]:{port}/files/clip.mp4",  # IPv4-translated 127.0.0.1
+    "http://[::7f00:1]:{port}/files/clip.mp4",  # IPv4-compatible 127.0.0.1
+    "http://[64:ff9b:1::7f00:1]:{port}/files/clip.mp4",  # local-use NAT64 of 127.0.0.1
+    "http://[fec0::1]/clip.mp4",
+    "http://[2002:7f00:1::]:{port}/files/clip.mp4",  # 6to4 of 127.0.0.1
+    "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{port}/files/clip.mp4",  # Teredo, 127.0.0.1
 ]
 
 
@@ -623,7 +646,16 @@ def test_ssrf_refused_before_any_connection(
 
 
 @pytest.mark.parametrize(
-    "host", ["metadata.internal", "intranet.example", "mixed.example", "v6private.example"]
+    "host",
+    [
+        "metadata.internal",
+        "intranet.example",
+        "mixed.example",
+        "v6private.example",
+        "ietf.example",
+        "sitelocal.example",
+        "nat64local.example",
+    ],
 )
 def test_resolved_private_names_refused(
     tmp_path: Path, host: str, port: int, connections: list[str]
@@ -631,10 +663,10 @@ def test_resolved_private_names_refused(
     resolver, asked = stub_resolver(NAMES)
     transport = _ToLocal(port)
     with pytest.raises(FetchRefused) as caught:
-        netguard.download(
+        download(
             f"http://{host}/clip.mp4",
             tmp_path / "x.mp4",
-            netguard.FetchPolicy(max_bytes=10**8),
+            LIMITS,
             resolver=resolver,
             transport=transport,
         )
@@ -652,6 +684,8 @@ def test_resolved_private_names_refused(
         "http://intranet.example/clip.mp4",
         "http://mapped.example/clip.mp4",
         "http://[::1]:{port}/files/clip.mp4",
+        "http://[2002:a9fe:a9fe::]/latest/meta-data/",  # 6to4 of 169.254.169.254
+        "http://sitelocal.example/clip.mp4",
         "file:///etc/passwd",
     ],
 )
@@ -662,10 +696,10 @@ def test_redirect_to_internal_refused(
     transport = _ToLocal(port)
     dest = tmp_path / "x.mp4"
     with pytest.raises(FetchRefused) as caught:
-        netguard.download(
+        download(
             f"http://videos.example/redirect?to={target.format(port=port)}",
             dest,
-            netguard.FetchPolicy(max_bytes=10**8),
+            LIMITS,
             resolver=resolver,
             transport=transport,
         )
@@ -673,55 +707,3 @@ def test_redirect_to_internal_refused(
     assert len(transport.requests) == 1  # the first hop only
     assert set(connections) == {"127.0.0.1"}  # the local server standing in for PUBLIC_IP
     assert not dest.exists()
-
-
-def test_address_classification() -> None:
-    def public(text: str) -> bool:
-        return netguard.is_public(ipaddress.ip_address(text))
-
-    assert public("8.8.8.8")
-    assert public("2001:4860:4860::8888")
-    assert public(PUBLIC_IP)
-    for private in (
-        "127.0.0.1",
-        "10.0.0.1",
-        "172.16.0.1",
-        "192.168.0.1",
-        "169.254.169.254",
-        "100.64.0.1",
-        "0.0.0.0",
-        "224.0.0.1",
-        "255.255.255.255",
-        "::1",
-        "::",
-        "fe80::1",
-        "fd00::1",
-        "::ffff:10.0.0.1",
-        "64:ff9b::7f00:1",
-        "ff02::1",
-    ):
-        assert not public(private), private
-
-
-def test_literal_spellings() -> None:
-    loopback = ipaddress.ip_address("127.0.0.1")
-    for spelling in ("2130706433", "0x7f000001", "0177.0.0.1", "127.1", "0x7f.1", "127.0.0.1"):
-        assert netguard.literal_address(spelling) == loopback, spelling
-    assert netguard.literal_address("[::1]") == ipaddress.ip_address("::1")
-    assert netguard.literal_address("example.com") is None
-    assert netguard.literal_address("1.2.3.4.5") is None
-    assert netguard.literal_address("deadbeef.example") is None
-
-
-def test_check_url_shapes() -> None:
-    resolver, _ = stub_resolver(NAMES)
-    target = netguard.check_url("https://videos.example:8443/a/b.mp4?x=1", resolver=resolver)
-    assert (target.host, target.port, str(target.address)) == ("videos.example", 8443, PUBLIC_IP)
-    assert target.pinned_url == f"https://{PUBLIC_IP}:8443/a/b.mp4?x=1"
-    with contextlib.suppress(FetchRefused):
-        netguard.check_url("http:///nohost", resolver=resolver)
-        pytest.fail("a URL without a host was accepted")
-    idn = netguard.check_url("http://bücher.example/x", resolver=lambda host, port: [CDN_IP])
-    assert idn.host == "xn--bcher-kva.example"
-    allowed = netguard.check_url("http://[::1]:81/x", resolver=resolver, allow_private=True)
-    assert allowed.pinned_url == "http://[::1]:81/x"

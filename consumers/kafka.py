@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,8 @@ from consumers.errors import InvalidEvent
 from consumers.events import VideoUploaded, parse_event
 from consumers.offsets import OffsetTracker
 from core.config import KafkaSettings
-from core.errors import RetryableError
+from core.errors import Abandoned
+from core.retry import HALF_JITTER, RetryFailure, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,6 @@ class _Counters:
     commits: int = 0
     commit_failures: int = 0
     rebalances: int = 0
-
-
-class _Abandoned(Exception):
-    """A record given up on because the consumer is stopping; its offset stays uncommitted."""
 
 
 class _VideoLock:
@@ -89,6 +85,15 @@ class KafkaVideoConsumer:
         self._commit_lock = asyncio.Lock()
         self._committed: dict[TopicPartition, int] = {}
         self._counts = _Counters()
+        # An exception means the effect is not durable, so the offset must not move: every
+        # failure is retried until it works, or until stopping leaves the record unfinished.
+        self._record_retry = RetryPolicy(
+            first_s=settings.retry_initial_s,
+            max_s=settings.retry_max_s,
+            jitter=HALF_JITTER,
+            retry_on=(Exception,),
+            never=(),
+        )
 
     # -- control ---------------------------------------------------------------------------
 
@@ -255,7 +260,7 @@ class KafkaVideoConsumer:
     ) -> None:
         try:
             await work()
-        except _Abandoned:
+        except Abandoned:
             log.info("left %s[%d]@%d unfinished for redelivery", tp.topic, tp.partition, offset)
         else:
             if self._tracker.done(tp, offset):
@@ -275,7 +280,14 @@ class KafkaVideoConsumer:
     async def _reject(
         self, error: InvalidEvent, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
     ) -> None:
-        log.warning("invalid event at %s (%s): %s", info, error.code, error)
+        # One WARNING line per invalid event, this one: the handler's reject logs lower.
+        log.warning(
+            "invalid event at %s (%s): %s; to dead-letter topic %s",
+            info,
+            error.code,
+            error,
+            self._dead_letters.topic,
+        )
         async with self._video_lock(error.video_id):
             await self._retry(lambda: self._handler.reject(error, info), "reject", info)
         await self._retry(
@@ -310,39 +322,22 @@ class KafkaVideoConsumer:
     async def _retry(
         self, call: Callable[[], Awaitable[None]], what: str, info: RecordInfo
     ) -> None:
-        """Call until it succeeds: an exception means the effect is not durable, so the
-        offset must not move. Exponential backoff with jitter; ``retry_after`` wins."""
-        s = self._settings
-        attempt = 0
-        while True:
-            try:
-                await call()
-                return
-            except Exception as exc:
-                attempt += 1
-                self._counts.handler_failures += 1
-                if isinstance(exc, RetryableError) and exc.retry_after is not None:
-                    delay = exc.retry_after
-                else:
-                    delay = min(s.retry_max_s, s.retry_initial_s * 2 ** (attempt - 1))
-                    delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not crypto
-                log.warning(
-                    "%s of %s failed (attempt %d), retrying in %.2fs: %s: %s",
-                    what,
-                    info,
-                    attempt,
-                    delay,
-                    type(exc).__name__,
-                    exc,
-                    exc_info=attempt == 1,
-                )
-                if self._stop_requested:
-                    raise _Abandoned from exc
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._stopping.wait()
-                if self._stop_requested:
-                    raise _Abandoned from exc
+        """Call until it succeeds; ``Abandoned`` when stopping."""
+
+        def failed(failure: RetryFailure) -> None:
+            self._counts.handler_failures += 1
+            log.warning(
+                "%s of %s failed (attempt %d), retrying in %.2fs: %s: %s",
+                what,
+                info,
+                failure.attempt,
+                failure.delay,
+                type(failure.error).__name__,
+                failure.error,
+                exc_info=failure.error if failure.attempt == 1 else None,
+            )
+
+        await self._record_retry.call(call, stop=self._stopping, on_failure=failed)
 
     # -- commits and rebalances ------------------------------------------------------------
 

@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from stages.names import DECODE, FETCH, FUSABLE
+
 
 def _settings(prefix: str) -> SettingsConfigDict:
     return SettingsConfigDict(env_prefix=f"REELSENSE_{prefix}", frozen=True, extra="forbid")
@@ -137,13 +139,14 @@ class StageSettings(BaseSettings):
 
 
 class PoolSettings(BaseModel):
-    """Resources and replicas of one stage pool on Ray."""
+    """Resources and replicas of one stage pool on Ray. A resource left unset is what the
+    stage declares (``Stage.resources``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    num_cpus: float = 0.5
-    num_gpus: float = 0.0
-    memory_mb: int = 0
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    memory_mb: int | None = None
     min_replicas: int = 1
     max_replicas: int = 1
     max_batch_size: int = 4
@@ -155,27 +158,25 @@ class PoolSettings(BaseModel):
     fuse: bool = False
 
 
-_FUSABLE = ("ocr", "vlm", "embed")
-
-
 class RaySettings(BaseSettings):
     model_config = _settings("RAY_")
 
     address: str | None = None  # None starts a local Ray
     namespace: str = "reelsense"
     num_cpus: int | None = None  # for a local Ray only
-    fetch: PoolSettings = PoolSettings(num_cpus=0.1)
-    decode: PoolSettings = PoolSettings(num_cpus=0.5)
-    ocr: PoolSettings = PoolSettings(num_cpus=0.8)
-    vlm: PoolSettings = PoolSettings(num_cpus=0.5)
-    embed: PoolSettings = PoolSettings(num_cpus=0.3)
+    # One pool per stage (``stages.names``); the ingest replicas take the decode pool's.
+    fetch: PoolSettings = PoolSettings()
+    decode: PoolSettings = PoolSettings()
+    ocr: PoolSettings = PoolSettings()
+    vlm: PoolSettings = PoolSettings()
+    embed: PoolSettings = PoolSettings()
 
     @model_validator(mode="after")
     def _fusable(self) -> RaySettings:
-        for name in ("fetch", "decode"):
+        for name in (FETCH, DECODE):
             if getattr(self, name).fuse:
-                raise ValueError(f"ray.{name}.fuse: only {', '.join(_FUSABLE)} fuse into decode")
-        for name in _FUSABLE:
+                raise ValueError(f"ray.{name}.fuse: only {', '.join(FUSABLE)} fuse into decode")
+        for name in FUSABLE:
             pool: PoolSettings = getattr(self, name)
             if pool.fuse and pool.num_gpus:
                 raise ValueError(f"ray.{name}: a stage with GPUs runs in a pool of its own")
@@ -184,7 +185,7 @@ class RaySettings(BaseSettings):
     @property
     def fused(self) -> frozenset[str]:
         """The stages that run inside the decode replicas."""
-        return frozenset(name for name in _FUSABLE if getattr(self, name).fuse)
+        return frozenset(name for name in FUSABLE if getattr(self, name).fuse)
 
 
 class RuntimeSettings(BaseSettings):
@@ -235,6 +236,9 @@ class NotifySettings(BaseSettings):
     # Seconds to wait before each retry; the Standard Webhooks schedule.
     retry_schedule_s: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
     jitter: float = 0.1
+    # Outbox, status topic and delivery log failures: exponential backoff, with jitter.
+    store_retry_initial_s: float = Field(default=0.5, gt=0)
+    store_retry_max_s: float = Field(default=30.0, gt=0)
     allow_private_targets: bool = False  # tests and the local demo deliver to 127.0.0.1
     # A Retry-After beyond this is capped, so one endpoint cannot park a message for ever.
     max_retry_after_s: float = Field(default=36000.0, gt=0)

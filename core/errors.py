@@ -6,20 +6,31 @@ boundary, and raise one of these. Everything above the boundary only asks: retry
 
 from __future__ import annotations
 
+from typing import Self
+
 
 class ReelsenseError(Exception):
     """Base of every error raised on purpose by reelsense.
 
     ``code`` is a stable, machine-readable reason (snake_case) that ends up in the video's
-    failed status, in dead-letter headers and in webhooks.
+    failed status, in dead-letter headers and in webhooks. ``stage`` names the pipeline stage
+    the error came from, where one did (it goes into the failed status too).
     """
 
     code: str = "internal_error"
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, stage: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
+        self.stage = stage
+
+    def with_stage(self, stage: str) -> Self:
+        """This error, blamed on ``stage`` unless a stage nearer its cause was named already
+        (a stage run inside the decoder is named before the decoder's stream is)."""
+        if self.stage is None:
+            self.stage = stage
+        return self
 
     @property
     def message(self) -> str:
@@ -32,9 +43,14 @@ class RetryableError(ReelsenseError):
     code = "retryable"
 
     def __init__(
-        self, message: str, *, code: str | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        stage: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
-        super().__init__(message, code=code)
+        super().__init__(message, code=code, stage=stage)
         self.retry_after = retry_after
 
 
@@ -42,3 +58,16 @@ class PermanentError(ReelsenseError):
     """A failure that retrying cannot fix: bad input, a refused URL, a broken video."""
 
     code = "permanent"
+
+
+class Abandoned(Exception):
+    """A retry given up because its owner is stopping: the work is left for a restart."""
+
+
+class RetriesExhausted(Exception):
+    """Every attempt a retry policy allows has failed; ``error`` is the last failure."""
+
+    def __init__(self, error: BaseException, attempts: int) -> None:
+        super().__init__(f"gave up after {attempts} attempts: {type(error).__name__}: {error}")
+        self.error = error
+        self.attempts = attempts

@@ -18,14 +18,15 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from checkpoint.base import CheckpointStore, OutboxEvent
 from core.config import NotifySettings, WebhookSubscription
-from core.errors import ReelsenseError, RetryableError
+from core.errors import Abandoned, ReelsenseError
+from core.retry import HALF_JITTER, RetryFailure, RetryPolicy, sleep_unless_stopped
 from notify.base import (
     DeadLetter,
     DeliveryAttempt,
@@ -43,9 +44,6 @@ from notify.webhooks import redact_url
 
 log = logging.getLogger(__name__)
 
-_BACKOFF_FIRST_S = 0.5  # store, broker and log hiccups: exponential from here
-_BACKOFF_MAX_S = 30.0
-
 
 @runtime_checkable
 class ReclaimingStore(Protocol):
@@ -56,14 +54,10 @@ class ReclaimingStore(Protocol):
     ) -> list[tuple[str, OutboxEvent]]: ...
 
 
-class _Abandoned(Exception):
-    """Stopping: what is left of this entry is left to a restart."""
-
-
 def _only_abandoned(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_only_abandoned(e) for e in exc.exceptions)
-    return isinstance(exc, _Abandoned)
+    return isinstance(exc, Abandoned)
 
 
 def targets_for(event: OutboxEvent, subscriptions: tuple[WebhookSubscription, ...]) -> list[str]:
@@ -119,6 +113,19 @@ class NotificationDispatcher:
         )
         self._clock = clock
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        # Store, broker and log hiccups: retried until they pass (or until stopping).
+        self._store_retry = RetryPolicy(
+            first_s=settings.store_retry_initial_s,
+            max_s=settings.store_retry_max_s,
+            jitter=HALF_JITTER,
+        )
+        # Webhooks: the durable schedule; the attempt after the last wait is the last one.
+        spread = settings.jitter
+        self._webhook_retry = RetryPolicy(
+            schedule=settings.retry_schedule_s,
+            jitter=(max(0.0, 1 - spread), 1 + spread),
+            max_attempts=len(settings.retry_schedule_s) + 1,
+        )
         self.health = EndpointHealth(self.delivery_log, settings, clock)
         self._entries: dict[str, _Entry] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrency)
@@ -223,8 +230,8 @@ class NotificationDispatcher:
             except ReelsenseError as exc:
                 failures += 1
                 log.warning("outbox read failed (%s), retrying: %s", exc.code, exc)
-                with contextlib.suppress(_Abandoned):
-                    await self._wait(self._backoff(failures))
+                with contextlib.suppress(Abandoned):
+                    await self._wait(self._store_retry.delay(failures, rng=self._rng))
                 continue
             failures = 0
             fresh = [(eid, ev) for eid, ev in batch if eid not in self._entries]
@@ -329,15 +336,10 @@ class NotificationDispatcher:
             return result.outcome, None
         if state.disabled:
             return Outcome.DISABLED, None
-        schedule = self._settings.retry_schedule_s
-        if attempt > len(schedule):
+        if self._webhook_retry.exhausted(attempt):
             return Outcome.DEAD_LETTERED, None
-        if result.retry_after is not None:
-            delay = result.retry_after
-        else:
-            spread = self._settings.jitter
-            delay = schedule[attempt - 1] * (1 + self._rng.uniform(-spread, spread))
-        return Outcome.RETRY, self._clock() + max(0.0, delay)
+        delay = self._webhook_retry.delay(attempt, retry_after=result.retry_after, rng=self._rng)
+        return Outcome.RETRY, self._clock() + delay
 
     async def _record(
         self,
@@ -404,27 +406,15 @@ class NotificationDispatcher:
             log.warning("delivery log unreadable, starting %s afresh: %s", webhook_id, exc)
             return None
 
-    async def _retry(self, what: str, op: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    async def _retry(self, what: str, op: Callable[[], Awaitable[None]]) -> None:
         """Retryable failures of the store or the broker: back off until it works."""
-        failures = 0
-        while True:
-            try:
-                await op()
-                return
-            except RetryableError as exc:
-                failures += 1
-                log.warning("%s failed (%s), retrying: %s", what, exc.code, exc)
-                await self._wait(self._backoff(failures))
 
-    def _backoff(self, failures: int) -> float:
-        base = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2.0 ** min(failures - 1, 16))
-        return base * (0.5 + self._rng.random() / 2)
+        def failed(failure: RetryFailure) -> None:
+            code = getattr(failure.error, "code", type(failure.error).__name__)
+            log.warning("%s failed (%s), retrying: %s", what, code, failure.error)
+
+        await self._store_retry.call(op, stop=self._stopping, on_failure=failed, rng=self._rng)
 
     async def _wait(self, seconds: float) -> None:
-        """Sleep, unless stopping: then raise ``_Abandoned`` (at once, or when it begins)."""
-        if seconds > 0 and not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(seconds):
-                    await self._stopping.wait()
-        if self._stopping.is_set():
-            raise _Abandoned
+        """Sleep, unless stopping: then raise ``Abandoned`` (at once, or when it begins)."""
+        await sleep_unless_stopped(seconds, self._stopping)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
@@ -180,21 +179,18 @@ class LanceTable:
         return configured or first_dim(results) or DEFAULT_EMBEDDING_DIM
 
     def upsert(self, rows: pa.Table, *, keys: list[str], video_ids: Sequence[str]) -> None:
-        """Make the rows of ``video_ids`` exactly ``rows``: update, insert, delete the rest."""
+        """Make the rows of ``video_ids`` exactly ``rows``: update, insert, delete the rest.
+
+        Lance retries a commit conflict itself (``commit_retries`` times); one that outlasts
+        those is raised as the retryable ``sink_commit_conflict``, for the caller's retries.
+        """
         if not video_ids:
             return
-        attempt = 0
-        while True:
-            try:
-                self._upsert_once(rows, keys=keys, video_ids=video_ids)
-                break
-            except Exception as exc:
-                error = map_lance_error(exc, table=self.name)
-                self._dataset = None  # reopen at the latest version next time
-                if error.code != "sink_commit_conflict" or attempt >= self.commit_retries:
-                    raise error from exc
-                attempt += 1
-                time.sleep(min(1.0, 0.05 * 2**attempt))
+        try:
+            self._upsert_once(rows, keys=keys, video_ids=video_ids)
+        except Exception as exc:
+            self._dataset = None  # reopen at the latest version next time
+            raise map_lance_error(exc, table=self.name) from exc
         self._commits += 1
         if self.compact_every and self._commits % self.compact_every == 0:
             self.compact()

@@ -5,12 +5,15 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import lance
 import numpy as np
+import pyarrow as pa
 import pytest
 from pydantic import SecretStr
 
 from core.config import StorageSettings
-from sinks.errors import SinkRejected
+from core.errors import RetryableError
+from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.lance_table import LanceTable
 from storage.s3 import lance_storage_options
@@ -172,6 +175,44 @@ def test_concurrent_commits_on_different_videos_all_land(tmp_path: Path) -> None
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(write_many, range(3)))
     assert sinks[0].count_rows() == 1 + 3 * 4 * 3
+
+
+class OverwrittenBeforeEachCommit(LanceTable):
+    """A table that another writer overwrites between this one reading it and committing: the
+    commit then conflicts for real, and Lance's own conflict retries cannot resolve it (an
+    Overwrite is incompatible with a merge)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri, commit_retries=5)
+        self.interfere = True
+        self.merges = 0  # commits this table attempted
+
+    def _evolve(self, dataset: lance.LanceDataset, schema: pa.Schema) -> None:
+        self.merges += 1
+        if self.interfere:
+            lance.write_dataset(dataset.to_table(), self.uri, mode="overwrite")
+        super()._evolve(dataset, schema)
+
+
+def test_a_commit_conflict_is_tried_once_per_write(tmp_path: Path) -> None:
+    """No loop of ours around Lance's conflict retries: a conflict that outlasts them fails
+    the write once, as the retryable ``sink_commit_conflict`` that the processing attempts
+    retry (a loop here made it up to 36 tries per write)."""
+    table = OverwrittenBeforeEachCommit(str(tmp_path / "frames.lance"))
+    sink = LanceFrameSink(table)
+    table.interfere = False
+    sink.write([make_result("seed", frames=1)])
+    table.interfere, table.merges = True, 0
+
+    with pytest.raises(SinkUnavailable) as caught:
+        sink.write([make_result("a", frames=2)])
+    assert caught.value.code == "sink_commit_conflict"
+    assert isinstance(caught.value, RetryableError)
+    assert table.merges == 1
+
+    table.interfere = False  # the next write starts again from the latest version
+    sink.write([make_result("a", frames=2)])
+    assert sink.count_rows() == 3
 
 
 def test_two_writers_creating_the_table_at_once_both_land(tmp_path: Path) -> None:

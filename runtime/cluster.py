@@ -33,6 +33,14 @@ _LOCAL_RAY_ENV = {
 }
 
 
+_ray_ends_with_this_process = False
+
+
+def ray_ends_with_this_process() -> bool:
+    """Whether the Ray this process uses is a local one it started and will shut down."""
+    return _ray_ends_with_this_process
+
+
 def lighten_local_ray() -> None:
     """Set the process settings above for a Ray started from this process (read by every
     process it starts); a setting already in the environment wins."""
@@ -69,9 +77,12 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
         log_to_driver=False,
         configure_logging=False,
     )
+    global _ray_ends_with_this_process  # noqa: PLW0603 - one Ray per process
+    _ray_ends_with_this_process = True
     try:
         yield
     finally:
+        _ray_ends_with_this_process = False
         ray.shutdown()  # a local Ray takes its Serve applications with it
         if "reelsense-ray-" in tmp:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -2,42 +2,88 @@
 
 ``StageExecutor`` is what ``VideoProcessor`` talks to. Two implementations run the same stage
 classes: ``LocalExecutor`` (in this process, threads; unit tests and baselines) and
-``runtime.ray_pools.RayExecutor`` (Ray Serve stage pools; the service).
+``runtime.pools.executor.RayExecutor`` (Ray Serve stage pools; the service).
+
+An ingest stream yields the video, then one ticket per chunk, of one of three kinds:
+``PooledChunk`` (pixels for the image stages to read), ``FusedChunk`` (every image stage ran
+inside the decoder: outputs, no pixels) or ``ReplayedChunk`` (a chunk of an earlier result).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Collection, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from core.records import Chunk, EarlierResult, Frame, LocalVideo, VideoRef, VideoResult
 from stages.decode import ResumePoint
 
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
 
 @dataclass(frozen=True)
 class ChunkTicket:
-    """A decoded chunk waiting for the image stages. ``payload`` is where its pixels are: the
-    chunk itself in-process, or an object-store reference on Ray, so pixels travel from the
-    decoder to the image stages without passing through the orchestrating process.
-
-    Stages run inside the decoder (``StageExecutor.inline``) are named in ``applied``;
-    ``analysed`` is then the chunk with their outputs (no pixels) and ``seconds`` what each
-    took. ``payload`` is None when no image stage is left to read the pixels."""
+    """A chunk the ingest stream hands over: which one, its sampled frames, whether last."""
 
     video_id: str
     index: int
     frames: int
     last: bool
-    payload: Any
+
+    @property
+    def applied(self) -> frozenset[str]:
+        """The stages the decoder already ran on the chunk."""
+        return frozenset()
+
+
+@dataclass(frozen=True)
+class FusedOutputs:
+    """What the stages run inside the decoder found in a chunk, and what each took."""
+
+    stages: frozenset[str]
+    chunk: Chunk  # their outputs merged, no pixels
+    seconds: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class PooledChunk(ChunkTicket):
+    """A decoded chunk whose pixels wait for the image-stage pools: the chunk itself
+    in-process, or an object-store reference on Ray, so pixels travel from the decoder to the
+    image stages without passing through the orchestrating process. ``fused``: what the stages
+    run inside the decoder found already (the others read the pixels)."""
+
+    pixels: Chunk | ObjectRef[Chunk]
     stream: str = ""  # the ingest stream it came from, where the executor needs to know
-    applied: frozenset[str] = frozenset()
-    analysed: Chunk | None = None
-    seconds: Mapping[str, float] = field(default_factory=dict)
+    fused: FusedOutputs | None = None
+
+    @property
+    def applied(self) -> frozenset[str]:
+        return self.fused.stages if self.fused else frozenset()
 
 
-IngestItem = LocalVideo | ChunkTicket
+@dataclass(frozen=True)
+class FusedChunk(ChunkTicket):
+    """A chunk every image stage analysed inside the decoder: their outputs, no pixels."""
+
+    fused: FusedOutputs
+
+    @property
+    def applied(self) -> frozenset[str]:
+        return self.fused.stages
+
+
+@dataclass(frozen=True)
+class ReplayedChunk(ChunkTicket):
+    """A chunk of an earlier result, cut as the decoder cuts it: no pixels, no image stage
+    left to run."""
+
+    chunk: Chunk
+
+
+IngestChunk = PooledChunk | FusedChunk | ReplayedChunk
+IngestItem = LocalVideo | IngestChunk
 
 
 def merge_outputs(outputs: list[Chunk]) -> Chunk:
@@ -69,15 +115,16 @@ class StageExecutor(ABC):
         self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
     ) -> AsyncIterator[IngestItem]:
         """Fetch and probe the video (yield its ``LocalVideo`` first), then decode and sample it
-        (from ``resume`` on), yielding a ticket per chunk as soon as the chunk is ready; the
+        (from ``resume`` on), yielding a ticket per chunk as soon as the chunk is ready: a
+        ``PooledChunk``, or a ``FusedChunk`` once every image stage is in ``inline``. The
         stages of ``inline`` (a subset of ``self.inline``, the embedder only with every image
         stage) run on each chunk before its ticket is yielded."""
 
     @abstractmethod
-    async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
-        """Run one image stage on a chunk; the returned chunk carries no pixels."""
+    async def analyse(self, stage: str, ticket: PooledChunk) -> Chunk:
+        """Run one image stage on a chunk's pixels; the returned chunk carries no pixels."""
 
-    def release(self, ticket: ChunkTicket) -> None:  # noqa: B027 - optional hook
+    def release(self, ticket: PooledChunk) -> None:  # noqa: B027 - optional hook
         """The image stages are done with the ticket's pixels (whatever their outcome)."""
 
     @abstractmethod

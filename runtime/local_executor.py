@@ -1,4 +1,8 @@
-"""``LocalExecutor``: the stages in this process, run in worker threads (no Ray)."""
+"""``LocalExecutor``: the stages in this process, run in worker threads (no Ray).
+
+Each stage call takes one chunk of one video (nothing batches chunks of several videos here),
+so a stage's error is always that chunk's own.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import AsyncIterator, Collection, Iterator
 
 from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, VideoRef, VideoResult
-from runtime.executor import ChunkTicket, IngestItem, StageExecutor
+from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.result_writer import FencedResultWriter
 from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
@@ -37,12 +41,15 @@ class LocalExecutor(StageExecutor):
             chunks: Iterator[Chunk] = pipeline.decode.stream_from(video, resume)
             while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
                 assert isinstance(chunk, Chunk)
-                yield ChunkTicket(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, chunk)
+                yield PooledChunk(
+                    chunk.video_id, chunk.index, len(chunk.frames), chunk.last, pixels=chunk
+                )
         finally:
             await asyncio.to_thread(pipeline.fetch.release, video)
 
-    async def analyse(self, stage: str, ticket: ChunkTicket) -> Chunk:
-        result = await asyncio.to_thread(self._stages[stage].process_batch, [ticket.payload])
+    async def analyse(self, stage: str, ticket: PooledChunk) -> Chunk:
+        assert isinstance(ticket.pixels, Chunk)  # in this process, the chunk itself
+        result = await asyncio.to_thread(self._stages[stage].process_batch, [ticket.pixels])
         return result[0].without_images()
 
     async def embed(self, chunk: Chunk) -> Chunk:

@@ -17,11 +17,10 @@ others come from its earlier result, and when no image stage changed nothing is 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,18 +28,19 @@ from checkpoint.base import CheckpointStore, OutboxEvent
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from core.config import RuntimeSettings
-from core.errors import PermanentError, ReelsenseError, RetryableError
-from core.records import Chunk, EarlierResult, Frame, LocalVideo, ProbeInfo, VideoRef, VideoResult
-from runtime.executor import ChunkTicket, IngestItem, StageExecutor, merge_outputs
+from core.errors import PermanentError, ReelsenseError, RetriesExhausted, RetryableError
+from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
+from core.retry import RetryFailure, RetryPolicy
+from runtime.chunk_stages import ChunkStages
+from runtime.executor import ChunkTicket, IngestChunk, IngestItem, StageExecutor
 from runtime.metrics import PipelineMetrics
+from runtime.reuse import ReusePlan
+from runtime.video_run import VideoRun
 from stages.decode import ResumePoint
+from stages.names import DECODE, EMBED, FETCH
 from stages.pipeline import Lineage
 
 log = logging.getLogger(__name__)
-
-FETCH = "fetch"
-DECODE = "decode"
-EMBED = "embed"
 
 
 class VideoProcessor:
@@ -63,6 +63,9 @@ class VideoProcessor:
         self._lineage = lineage
         self._version = lineage.version
         self._settings = settings
+        self._chunk_stages = ChunkStages(
+            executor, store, chunks if settings.chunk_checkpoints else None, self._version
+        )
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
         self._decode_slots = (
             asyncio.Semaphore(settings.videos_decoding) if settings.videos_decoding else None
@@ -85,64 +88,96 @@ class VideoProcessor:
 
     async def _process(self, ref: VideoRef) -> str:
         await self._store.mark_queued(ref, self._version)
-        last_error: ReelsenseError | None = None
-        for attempt in range(self._settings.max_attempts):
-            claim = await self._store.claim(ref, self._version)
-            if claim.skip:
-                log.info("video %s already done for %s, skipping", ref.video_id, self._version)
-                return "skipped"
-            try:
-                await self._run(ref, claim.epoch, fresh=claim.status.attempts == 1)
-                return "done"
-            except StaleEpoch:
-                log.warning("video %s is owned by a newer attempt; leaving it", ref.video_id)
-                return "stale"
-            except PermanentError as exc:
-                await self._fail(ref, claim.epoch, exc, stage=getattr(exc, "stage", None))
-                return "failed"
-            except RetryableError as exc:
-                last_error = exc
-                delay = exc.retry_after or self._backoff(attempt)
-                log.warning(
-                    "video %s attempt %d failed (%s: %s); retry in %.1fs",
-                    ref.video_id,
-                    attempt + 1,
-                    exc.code,
-                    exc,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-            except Exception as exc:  # a bug or a lost worker: retry, then fail visibly
-                last_error = ReelsenseError(f"{type(exc).__name__}: {exc}", code="internal_error")
-                log.exception("video %s attempt %d crashed", ref.video_id, attempt + 1)
-                await asyncio.sleep(self._backoff(attempt))
-        assert last_error is not None
+        failed = functools.partial(self._attempt_failed, ref)
+        try:
+            async for attempt in self._attempt_policy.attempts(on_failure=failed):
+                # Claiming and recording a failure stay outside the attempt: when the store
+                # fails them, the record fails as a whole and the consumer retries it.
+                claim = await self._store.claim(ref, self._version)
+                if claim.skip:
+                    log.info("video %s already done for %s, skipping", ref.video_id, self._version)
+                    return "skipped"
+                refused: PermanentError | None = None
+                with attempt:
+                    try:
+                        await self._run(ref, claim.epoch, fresh=claim.status.attempts == 1)
+                    except PermanentError as exc:
+                        refused = exc
+                if isinstance(refused, StaleEpoch):
+                    log.warning("video %s is owned by a newer attempt; leaving it", ref.video_id)
+                    return "stale"
+                if refused is not None:
+                    await self._fail(ref, claim.epoch, refused, stage=refused.stage)
+                    return "failed"
+        except RetriesExhausted as exhausted:
+            last = exhausted.error
+            error = (
+                last
+                if isinstance(last, ReelsenseError)
+                else ReelsenseError(f"{type(last).__name__}: {last}", code="internal_error")
+            )
+        else:
+            return "done"
         claim = await self._store.claim(ref, self._version)
         if claim.skip:
             return "skipped"
-        await self._fail(ref, claim.epoch, last_error, stage=None)
+        await self._fail(ref, claim.epoch, error, stage=None)
         return "failed"
 
-    def _backoff(self, attempt: int) -> float:
-        schedule = self._settings.retry_backoff_s
-        return schedule[min(attempt, len(schedule) - 1)] if schedule else 0.0
+    @property
+    def _attempt_policy(self) -> RetryPolicy:
+        """Attempts at a video: ``max_attempts``, waiting ``retry_backoff_s`` between them (its
+        last wait repeats). Anything but a ``PermanentError`` is retried: a lost worker or a
+        bug may not come back, and the video then fails with the last error."""
+        s = self._settings
+        return RetryPolicy(
+            schedule=s.retry_backoff_s, max_attempts=s.max_attempts, retry_on=(Exception,)
+        )
+
+    @staticmethod
+    def _attempt_failed(ref: VideoRef, failure: RetryFailure) -> None:
+        error, attempt = failure.error, failure.attempt
+        then = "no attempt left" if failure.delay is None else f"retry in {failure.delay:.1f}s"
+        if isinstance(error, RetryableError):
+            code = error.code
+            log.warning(
+                "video %s attempt %d failed (%s: %s); %s", ref.video_id, attempt, code, error, then
+            )
+        else:  # a bug or a lost worker
+            log.error(
+                "video %s attempt %d crashed; %s", ref.video_id, attempt, then, exc_info=error
+            )
 
     async def _run(self, ref: VideoRef, epoch: int, *, fresh: bool) -> None:
         earlier = await self._executor.earlier(ref.video_id)
         if fresh and earlier is not None and earlier.pipeline_version == self._version:
-            # The checkpoint record is new but the sinks hold this version's results: Redis
-            # lost its state after the video was done. Rebuild the record, do not recompute.
-            log.warning("video %s: results found in the sinks, marking done", ref.video_id)
-            count = earlier.frame_count
-            await self._store.mark_done(
-                ref.video_id,
-                epoch,
-                frames=count,
-                timings={},
-                outbox=self._outbox("video.done", ref, {"frames": count}),
-            )
+            await self._rebuild_record(ref, epoch, earlier)
             return
-        reuse = _Reuse.plan(self._lineage, ref, earlier, self._executor.image_stages)
+        reuse = self._plan_reuse(ref, earlier)
+        started = time.monotonic()
+        run = VideoRun(ref, epoch, self._store, self._metrics)
+        restored = await self._restore(run) if self._settings.chunk_checkpoints else {}
+        items = self._ingest(ref, reuse, restored)
+        video, computed = await self._take(run, items, restored, reuse, started)
+        run.timings["total"] = time.monotonic() - started
+        chunks = sorted([*restored.values(), *computed], key=lambda c: c.index)
+        await self._finish(run, video, chunks)
+
+    async def _rebuild_record(self, ref: VideoRef, epoch: int, earlier: EarlierResult) -> None:
+        """The checkpoint record is new but the sinks hold this version's results: Redis lost
+        its state after the video was done. Rebuild the record, do not recompute."""
+        log.warning("video %s: results found in the sinks, marking done", ref.video_id)
+        count = earlier.frame_count
+        await self._store.mark_done(
+            ref.video_id,
+            epoch,
+            frames=count,
+            timings={},
+            outbox=self._outbox("video.done", ref, {"frames": count}),
+        )
+
+    def _plan_reuse(self, ref: VideoRef, earlier: EarlierResult | None) -> ReusePlan:
+        reuse = ReusePlan.plan(self._lineage, ref, earlier, self._executor.image_stages)
         if reuse.stages:
             log.info(
                 "video %s: taking %s from its result under %s",
@@ -150,19 +185,33 @@ class VideoProcessor:
                 ", ".join(sorted(reuse.stages)),
                 earlier.pipeline_version if earlier else "-",
             )
-        started = time.monotonic()
-        run = _VideoRun(ref, epoch, self._store, self._metrics)
-        checkpoints = self._settings.chunk_checkpoints
-        restored = await self._restore(run) if checkpoints else {}
+        return reuse
+
+    def _ingest(
+        self, ref: VideoRef, reuse: ReusePlan, restored: dict[int, Chunk]
+    ) -> AsyncIterator[IngestItem]:
+        """The video, then its chunks: decoded from the first unfinished one on, or replayed
+        from the earlier result when no stage needs pixels."""
+        if not reuse.needs_pixels(self._executor.image_stages):
+            return reuse.replay(ref)
+        items = self._executor.ingest(ref, _resume_point(restored), self._inline(reuse))
+        if self._decode_slots is not None:
+            items = self._decoding(items, self._decode_slots)
+        return items
+
+    async def _take(
+        self,
+        run: VideoRun,
+        items: AsyncIterator[IngestItem],
+        restored: dict[int, Chunk],
+        reuse: ReusePlan,
+        started: float,
+    ) -> tuple[LocalVideo, list[Chunk]]:
+        """Take the ingest stream, a task per chunk left to compute; the video and the chunks
+        computed, once every task is done."""
         video: LocalVideo | None = None
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
-        if reuse.needs_pixels(self._executor.image_stages):
-            items = self._executor.ingest(ref, _resume_point(restored), self._inline(reuse))
-            if self._decode_slots is not None:
-                items = self._decoding(items, self._decode_slots)
-        else:
-            items = reuse.replay(ref)
         try:
             async for item in items:
                 if isinstance(item, LocalVideo):
@@ -172,17 +221,13 @@ class VideoProcessor:
                     continue
                 run.decoded(item.index, item.last)
                 await run.progress(DECODE, run.decoded_count, run.total)
-                if item.index in restored:
-                    continue  # finished by an earlier attempt; its pixels are not needed
-                await per_video.acquire()
-                await self._chunk_slots.acquire()
-                self._metrics.chunk_started(item.frames)
-                tasks.append(asyncio.create_task(self._chunk(run, item, per_video, reuse)))
+                if item.index not in restored:  # else its pixels are not needed
+                    tasks.append(await self._start(run, item, per_video, reuse))
             computed = await asyncio.gather(*tasks)
         except BaseException as exc:
-            if isinstance(exc, PermanentError) and getattr(exc, "stage", None) is None:
+            if isinstance(exc, PermanentError):
                 # From the ingest stream: fetch/probe until the video is open, then decode.
-                exc.stage = DECODE if video is not None else FETCH  # type: ignore[attr-defined]
+                exc.with_stage(DECODE if video is not None else FETCH)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -191,8 +236,20 @@ class VideoProcessor:
             raise RetryableError(
                 "the decoder ended without probing the video", code="internal_error"
             )
-        run.timings["total"] = time.monotonic() - started
-        chunks = sorted([*restored.values(), *computed], key=lambda c: c.index)
+        return video, computed
+
+    async def _start(
+        self, run: VideoRun, ticket: IngestChunk, per_video: asyncio.Semaphore, reuse: ReusePlan
+    ) -> asyncio.Task[Chunk]:
+        """A task for the chunk, once this video and the process have room for it."""
+        await per_video.acquire()
+        await self._chunk_slots.acquire()
+        self._metrics.chunk_started(ticket.frames)
+        return asyncio.create_task(self._chunk(run, ticket, per_video, reuse))
+
+    async def _finish(self, run: VideoRun, video: LocalVideo, chunks: list[Chunk]) -> None:
+        """The video's result to the sinks, then the video done (with its outbox entry)."""
+        ref = run.ref
         frames = [frame for chunk in chunks for frame in chunk.frames]
         result = VideoResult(
             ref=ref,
@@ -201,20 +258,20 @@ class VideoProcessor:
             frames=frames,
             completed_at=datetime.now(UTC),
             timings=dict(run.timings),
-            epoch=epoch,
+            epoch=run.epoch,
             stage_versions=self._lineage.versions,
         )
         await self._executor.write(result)
         await self._store.mark_done(
             ref.video_id,
-            epoch,
+            run.epoch,
             frames=len(frames),
             timings=result.timings,
             outbox=self._outbox("video.done", ref, _done_data(result)),
         )
         await self._drop_chunks(ref.video_id)
 
-    def _inline(self, reuse: _Reuse) -> tuple[str, ...]:
+    def _inline(self, reuse: ReusePlan) -> tuple[str, ...]:
         """The stages to run inside the decoder: those it can run of the image stages to
         compute, and the embedder when every image stage runs there and nothing is reused
         (reused outputs are filled in here, before embedding)."""
@@ -256,7 +313,7 @@ class VideoProcessor:
         except ReelsenseError as exc:  # only space is lost
             log.warning("video %s: persisted chunks not removed: %s", video_id, exc)
 
-    async def _restore(self, run: _VideoRun) -> dict[int, Chunk]:
+    async def _restore(self, run: VideoRun) -> dict[int, Chunk]:
         """Chunks an earlier attempt persisted, read back and recorded as restored."""
         video_id = run.ref.video_id
         indexes = await self._store.chunks_done(video_id)
@@ -283,59 +340,25 @@ class VideoProcessor:
         return restored
 
     async def _chunk(
-        self, run: _VideoRun, ticket: ChunkTicket, slot: asyncio.Semaphore, reuse: _Reuse
+        self, run: VideoRun, ticket: IngestChunk, slot: asyncio.Semaphore, reuse: ReusePlan
     ) -> Chunk:
         try:
-            image_stages = self._executor.image_stages
-            for stage, seconds in ticket.seconds.items():
-                run.record(stage, seconds, ticket.frames)
-            try:
-                outputs = await self._analyse(
-                    run,
-                    ticket,
-                    [s for s in image_stages if s not in reuse.stages and s not in ticket.applied],
-                )
-                if ticket.analysed is not None:
-                    outputs.append(ticket.analysed)
-                # Without any stage to run, the ticket is a chunk replayed from the earlier
-                # result.
-                chunk = reuse.fill(merge_outputs(outputs) if outputs else ticket.payload)
-                if chunk is None:  # the earlier result lacks a frame of this chunk: compute all
-                    extra = await self._analyse(run, ticket, sorted(reuse.stages))
-                    chunk = merge_outputs([*outputs, *extra])
-            finally:
-                self._executor.release(ticket)
-            for stage in image_stages:
-                await run.stage_done(stage)
-            if self._executor.embeds:
-                if EMBED not in ticket.applied:
-                    chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
-                await run.stage_done(EMBED)
-            if self._settings.chunk_checkpoints:
-                await asyncio.to_thread(self._chunks.put, self._version, chunk)
-                await self._store.mark_chunk(
-                    run.ref.video_id, run.epoch, chunk.index, restored=False, total=run.total
-                )
-            return chunk
+            return await self._chunk_stages.run(run, ticket, reuse)
         finally:
             self._metrics.chunk_finished(ticket.frames)
             slot.release()
             self._chunk_slots.release()
 
-    async def _analyse(
-        self, run: _VideoRun, ticket: ChunkTicket, stages: Collection[str]
-    ) -> list[Chunk]:
-        return await asyncio.gather(
-            *(
-                run.timed(stage, self._executor.analyse(stage, ticket), ticket.frames)
-                for stage in stages
-            )
-        )
-
     async def _fail(
-        self, ref: VideoRef, epoch: int | None, error: ReelsenseError, *, stage: str | None
+        self,
+        ref: VideoRef,
+        epoch: int | None,
+        error: ReelsenseError,
+        *,
+        stage: str | None,
+        log_level: int = logging.WARNING,
     ) -> None:
-        log.warning("video %s failed: %s: %s", ref.video_id, error.code, error)
+        log.log(log_level, "video %s failed: %s: %s", ref.video_id, error.code, error)
         await self._store.mark_failed(
             ref,
             epoch,
@@ -354,7 +377,8 @@ class VideoProcessor:
 
     async def reject(self, ref: VideoRef, error: ReelsenseError) -> None:
         """Record a video that cannot even be started (an invalid event) as failed."""
-        await self._fail(ref, None, error, stage="validate")
+        # INFO: the consumer logs each invalid event once, at WARNING.
+        await self._fail(ref, None, error, stage="validate", log_level=logging.INFO)
 
     def _outbox(self, kind: str, ref: VideoRef, data: dict[str, Any]) -> OutboxEvent:
         return OutboxEvent(
@@ -366,120 +390,6 @@ class VideoProcessor:
             data={"video_id": ref.video_id, "tenant": ref.tenant, "uri": ref.uri, **data},
             timestamp=datetime.now(UTC),
         )
-
-
-class _VideoRun:
-    """Progress bookkeeping of one attempt at one video."""
-
-    def __init__(
-        self, ref: VideoRef, epoch: int, store: CheckpointStore, metrics: PipelineMetrics
-    ) -> None:
-        self.ref = ref
-        self.metrics = metrics
-        self.epoch = epoch
-        self.store = store
-        self.seen: set[int] = set()
-        self.total: int | None = None
-        self.done: dict[str, int] = defaultdict(int)
-        self.timings: dict[str, float] = defaultdict(float)
-
-    @property
-    def decoded_count(self) -> int:
-        return len(self.seen)
-
-    def decoded(self, index: int, last: bool) -> None:
-        self.seen.add(index)
-        if last:
-            self.total = index + 1
-
-    def restored(self, chunk: Chunk) -> None:
-        self.decoded(chunk.index, chunk.last)
-
-    async def progress(self, stage: str, done: int, total: int | None) -> None:
-        await self.store.advance(self.ref.video_id, self.epoch, stage, done, total)
-
-    async def stage_done(self, stage: str) -> None:
-        self.done[stage] += 1
-        await self.progress(stage, self.done[stage], self.total)
-
-    async def timed(self, stage: str, work: Awaitable[Chunk], frames: int = 0) -> Chunk:
-        started = time.monotonic()
-        self.metrics.stage_sent(stage)
-        ok = False
-        try:
-            result = await work
-            ok = True
-            return result
-        except PermanentError as exc:
-            exc.stage = stage  # type: ignore[attr-defined]
-            raise
-        finally:
-            self._returned(stage, frames, time.monotonic() - started, ok=ok)
-
-    def record(self, stage: str, seconds: float, frames: int) -> None:
-        """A stage the decoder ran on a chunk before handing it over, and what it took."""
-        self.metrics.stage_sent(stage)
-        self._returned(stage, frames, seconds, ok=True)
-
-    def _returned(self, stage: str, frames: int, seconds: float, *, ok: bool) -> None:
-        self.timings[stage] += seconds
-        self.metrics.stage_returned(stage, frames, seconds, ok=ok)
-
-
-@dataclass(frozen=True)
-class _Reuse:
-    """Image stage outputs taken from a video's earlier result instead of computed again."""
-
-    stages: frozenset[str]  # the image stages whose outputs are taken
-    fields: tuple[str, ...]  # the ``Frame`` fields those stages fill
-    frames: dict[int, Frame]  # the earlier result's frames by index
-    probe: ProbeInfo | None
-    chunk_size: Callable[[ProbeInfo], int]  # as the decoder cuts a video's chunks
-
-    @classmethod
-    def plan(
-        cls, lineage: Lineage, ref: VideoRef, earlier: EarlierResult | None, stages: Collection[str]
-    ) -> _Reuse:
-        reused: frozenset[str] = frozenset()
-        if earlier is not None and earlier.uri == ref.uri and earlier.probe is not None:
-            reused = lineage.reusable(earlier.stage_versions) & frozenset(stages)
-        return cls(
-            stages=reused,
-            fields=tuple(f for stage in sorted(reused) for f in lineage.fills[stage]),
-            frames={f.index: f for f in earlier.frames} if reused and earlier else {},
-            probe=earlier.probe if earlier else None,
-            chunk_size=lineage.chunk_size,
-        )
-
-    def needs_pixels(self, stages: Collection[str]) -> bool:
-        return not stages or bool(set(stages) - self.stages)
-
-    def fill(self, chunk: Chunk) -> Chunk | None:
-        """The chunk with the taken fields copied in; None if a frame is not in the earlier
-        result (the same sampling makes the same frames, so this is only a safeguard)."""
-        if not self.stages:
-            return chunk
-        frames: list[Frame] = []
-        for frame in chunk.frames:
-            found = self.frames.get(frame.index)
-            if found is None or round(found.timestamp_s, 3) != round(frame.timestamp_s, 3):
-                return None
-            frames.append(replace(frame, **{f: getattr(found, f) for f in self.fields}))
-        return replace(chunk, frames=frames)
-
-    async def replay(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
-        """The earlier result's frames as the decoder would chunk them, with no pixels: what
-        the ingest stream yields when no stage needs pixels."""
-        assert self.probe is not None
-        yield LocalVideo(ref=ref, path="", probe=self.probe)
-        ordered = [replace(f, embedding=None) for _, f in sorted(self.frames.items())]
-        size = self.chunk_size(self.probe)
-        starts = range(0, len(ordered), size) if ordered else range(1)
-        for index, start in enumerate(starts):
-            frames = ordered[start : start + size]
-            last = start + size >= len(ordered)
-            chunk = Chunk(ref.video_id, index, frames, last=last)
-            yield ChunkTicket(ref.video_id, index, len(frames), last, chunk)
 
 
 def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:

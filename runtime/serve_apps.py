@@ -3,7 +3,7 @@
 Each builder takes the ``args`` of its application in the Serve config; ``config`` is the path
 of a ``ServiceConfig`` YAML file (secrets come from the environment).
 
-- ``pools_app``: every stage pool and the sink writer (``runtime.ray_pools``).
+- ``pools_app``: every stage pool and the sink writer (``runtime.pools``).
 - ``consumers_app``: Kafka consumer replicas; each is one member of the consumer group and runs
   the per-video orchestration against the pools.
 - ``api_app``: the progress API.
@@ -20,7 +20,7 @@ from ray.serve import Application
 
 from api.serve import api_application
 from core.config import ServiceConfig
-from runtime.ray_pools import pools_application
+from runtime.pools.application import pools_application
 from runtime.service import ReelsenseService
 
 log = logging.getLogger(__name__)

@@ -145,7 +145,7 @@ class ReelsenseService:
         from ray import serve
 
         from api.serve import deploy_api
-        from runtime.ray_pools import RayExecutor
+        from runtime.pools.executor import RayExecutor
 
         if not self._deploy:
             return RayExecutor.connect(self.config)
@@ -204,11 +204,17 @@ class ReelsenseService:
 
 def _undeploy() -> None:
     """What this process deployed on Serve goes with it; Serve itself too when nothing else
-    runs on it, so the next process starts it afresh (its own HTTP address)."""
+    runs on it, so the next process starts it afresh (its own HTTP address).
+
+    On a local Ray that ends with this process, Serve ends with Ray: stopping it first would
+    print a line per call still waiting on Serve's controller (Ray reports those as failed
+    tasks to be retried) with nothing wrong.
+    """
     from ray import serve
 
     from api.serve import API_APP
-    from runtime.ray_pools import POOLS_APP
+    from runtime.cluster import ray_ends_with_this_process
+    from runtime.pools.base import POOLS_APP
 
     serve_log = logging.getLogger("ray.serve")
     level = serve_log.level
@@ -218,7 +224,7 @@ def _undeploy() -> None:
         for name in (API_APP, POOLS_APP):
             if name in running:
                 serve.delete(name)
-        if not serve.status().applications:
+        if not serve.status().applications and not ray_ends_with_this_process():
             serve.shutdown()
     finally:
         serve_log.setLevel(level)
@@ -234,7 +240,8 @@ class _Handler:
         await self._processor.process(event.to_ref())
 
     async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:
-        log.warning("invalid event at %s: %s: %s", record, error.code, error)
+        # The consumer has logged it at WARNING already: one line per invalid event.
+        log.debug("invalid event at %s: %s: %s", record, error.code, error)
         if error.video_id is not None:
             ref = VideoRef(video_id=error.video_id, uri="")
             await self._processor.reject(ref, error)

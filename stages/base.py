@@ -8,10 +8,13 @@ inside the worker that will run it; ``process_batch(items) -> items`` does the w
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
+
+log = logging.getLogger(__name__)
 
 InT = TypeVar("InT")
 OutT = TypeVar("OutT")
@@ -19,7 +22,8 @@ OutT = TypeVar("OutT")
 
 @dataclass(frozen=True)
 class Resources:
-    """What one replica of a stage needs; fractional CPUs are normal."""
+    """What one replica of a stage needs; fractional CPUs are normal. A stage's pool on Ray
+    starts from its stage's declaration; ``PoolSettings`` overrides what it sets."""
 
     cpus: float = 1.0
     gpus: float = 0.0
@@ -29,10 +33,10 @@ class Resources:
 class Stage(ABC, Generic[InT, OutT]):
     """One step of the pipeline."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # one of ``stages.names``
     #: The ``Frame`` fields an image stage fills (what a later run may take from a result).
     fills: ClassVar[tuple[str, ...]] = ()
-    resources: Resources = Resources()
+    resources: ClassVar[Resources] = Resources()
 
     def version_params(self) -> Mapping[str, object]:
         """Parameters and model ids that change this stage's output; they feed the pipeline
@@ -59,3 +63,33 @@ class StreamingStage(Stage[InT, OutT]):
 
     def process_batch(self, items: Sequence[InT]) -> list[OutT]:
         return [out for item in items for out in self.stream(item)]
+
+
+def process_each(stage: Stage[InT, OutT], items: Sequence[InT]) -> list[OutT | Exception]:
+    """The stage on a batch, with an outcome per item: its output, or its own error.
+
+    A stage fails a batch as a whole (a model call covers every item); when it does, the items
+    of a batch of several run again one at a time, so that a bad item (a corrupt frame of one
+    video) fails alone instead of failing every video batched with it, with its own reason.
+    The common case, a batch that succeeds, runs once. For stages with one output per item.
+    """
+    try:
+        return list(stage.process_batch(items))
+    except Exception as exc:
+        if len(items) == 1:
+            return [exc]
+        log.warning(
+            "%s: a batch of %d failed (%s); running its items one at a time",
+            stage.name,
+            len(items),
+            type(exc).__name__,
+        )
+    outcomes: list[OutT | Exception] = []
+    for item in items:
+        try:
+            (output,) = stage.process_batch([item])
+        except Exception as exc:
+            outcomes.append(exc)
+        else:
+            outcomes.append(output)
+    return outcomes

@@ -34,6 +34,7 @@ from core.records import Chunk, Frame, Image, LocalVideo, ProbeInfo
 from stages.base import Resources, StreamingStage
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
 from stages.fetch import main_video_stream, open_container
+from stages.names import DECODE
 
 # Bump when the sampling rules change in a way that changes which frames come out.
 SAMPLER_REVISION = 1
@@ -64,7 +65,7 @@ _EPSILON_S = 1e-3
 class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
     """LocalVideo -> Chunks of sampled RGB frames, streamed as decoding proceeds."""
 
-    name = "decode"
+    name = DECODE
     resources = Resources(cpus=0.5)
 
     def __init__(self, stages: StageSettings, limits: LimitSettings) -> None:

@@ -47,9 +47,3 @@ class DecodeError(PermanentError):
     """Decoding failed part-way through."""
 
     code = "decode_error"
-
-
-class ModelError(RetryableError):
-    """A model failed on a batch; the batch may be retried."""
-
-    code = "model_error"

@@ -1,6 +1,7 @@
 """The sequential runner: every stage in this process, one video after another, no Ray.
 
 It runs the same stage classes as the service; unit tests and the baseline benchmark use it.
+Each stage call takes one chunk of one video, so an error is always that video's own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from core.records import Chunk, VideoRef, VideoResult
+from stages.names import DECODE, FETCH
 from stages.pipeline import Pipeline
 
 
@@ -43,14 +45,14 @@ class SequentialRunner:
         timings: dict[str, float] = defaultdict(float)
         started = time.process_time()
         video = pipeline.fetch.process_batch([ref])[0]
-        timings["fetch"] += time.process_time() - started
+        timings[FETCH] += time.process_time() - started
         frames = []
         try:
             chunks = pipeline.decode.stream(video)
             while True:
                 mark = time.process_time()
                 chunk = next(chunks, None)
-                timings["decode"] += time.process_time() - mark
+                timings[DECODE] += time.process_time() - mark
                 if chunk is None:
                     break
                 frames.extend(self._enrich(chunk, timings).frames)

@@ -9,6 +9,7 @@ from core.records import Chunk, Frame, Image
 from models.base import VlmEngine
 from models.vlm import engine_for
 from stages.base import Resources, Stage
+from stages.names import VLM
 
 
 class VlmStage(Stage[Chunk, Chunk]):
@@ -18,17 +19,16 @@ class VlmStage(Stage[Chunk, Chunk]):
     different videos) are captioned together so the engine can batch them.
     """
 
-    name = "vlm"
+    name = VLM
     fills = ("caption",)
+    # The transformers engine on CPU. The vLLM engine needs a GPU: a deployment that runs it
+    # gives the pool one (``ray.vlm.num_gpus``, as deploy/config/production.yaml does).
+    resources = Resources(cpus=0.5)
 
     def __init__(self, settings: StageSettings) -> None:
         if not settings.vlm_model:
             raise ValueError("VlmStage needs settings.vlm_model")
         self._settings = settings
-        gpu = settings.vlm_engine == "vllm"
-        self.resources = Resources(
-            cpus=1.0 if gpu else float(settings.vlm_threads), gpus=1.0 if gpu else 0.0
-        )
         self._engine: VlmEngine | None = None
 
     def version_params(self) -> Mapping[str, object]:

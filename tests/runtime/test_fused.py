@@ -20,8 +20,9 @@ from core.config import ServiceConfig
 from core.records import LocalVideo, VideoRef
 from devkit.samples import Scene, write_video
 from models.embedding import resolve_model_path
-from runtime.executor import ChunkTicket
-from runtime.ray_pools import INGEST, POOLS_APP, RayExecutor
+from runtime.executor import FusedChunk
+from runtime.pools.base import INGEST, POOLS_APP
+from runtime.pools.executor import RayExecutor
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
 from tests.runtime.test_processor import processor
@@ -108,15 +109,14 @@ async def test_fused_stages_run_where_the_chunks_are_decoded(
         stream = executor.ingest(ref, inline=("ocr", "embed"))
         assert isinstance(await anext(stream), LocalVideo)
         tickets = [item async for item in stream]
-        assert all(isinstance(t, ChunkTicket) for t in tickets)
+        assert all(isinstance(t, FusedChunk) for t in tickets)  # no pixels to read
         assert [t.index for t in tickets] == [0, 1]
-        for ticket in tickets:
-            assert ticket.payload is None
-            assert ticket.applied == {"ocr", "embed"}
-            assert set(ticket.seconds) == {"ocr", "embed"}
-            assert ticket.analysed is not None
-            assert all(f.image is None for f in ticket.analysed.frames)
-        texts = [f.ocr_text for t in tickets if t.analysed for f in t.analysed.frames]
+        fused = [t.fused for t in tickets if isinstance(t, FusedChunk)]
+        for outputs in fused:
+            assert outputs.stages == {"ocr", "embed"}
+            assert set(outputs.seconds) == {"ocr", "embed"}
+            assert all(f.image is None for f in outputs.chunk.frames)
+        texts = [f.ocr_text for outputs in fused for f in outputs.chunk.frames]
         assert any("ALPHA" in text for text in texts), texts
         assert any("OMEGA" in text for text in texts), texts
         ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)

@@ -6,8 +6,8 @@ import asyncio
 
 from core.config import ServiceConfig
 from core.records import EarlierResult, Frame, ProbeInfo, VideoRef
-from runtime.executor import ChunkTicket
-from runtime.processor import _Reuse
+from runtime.executor import ReplayedChunk
+from runtime.reuse import ReusePlan
 from stages.pipeline import Pipeline
 
 
@@ -25,11 +25,11 @@ def test_a_replay_cuts_the_chunks_the_decoder_would() -> None:
         stage_versions=dict(lineage.versions),
         frames=[Frame(index=i, timestamp_s=float(i), image=None) for i in range(7)],
     )
-    reuse = _Reuse.plan(lineage, ref, earlier, [s.name for s in pipeline.image_stages])
+    reuse = ReusePlan.plan(lineage, ref, earlier, [s.name for s in pipeline.image_stages])
     assert not reuse.needs_pixels([s.name for s in pipeline.image_stages])
 
-    async def replayed() -> list[ChunkTicket]:
-        return [item async for item in reuse.replay(ref) if isinstance(item, ChunkTicket)]
+    async def replayed() -> list[ReplayedChunk]:
+        return [item async for item in reuse.replay(ref) if isinstance(item, ReplayedChunk)]
 
     tickets = asyncio.run(replayed())
     assert [(t.index, t.frames, t.last) for t in tickets] == [
@@ -37,4 +37,4 @@ def test_a_replay_cuts_the_chunks_the_decoder_would() -> None:
         (1, 3, False),
         (2, 1, True),
     ]
-    assert [f.index for t in tickets for f in t.payload.frames] == list(range(7))
+    assert [f.index for t in tickets for f in t.chunk.frames] == list(range(7))

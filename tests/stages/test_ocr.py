@@ -11,6 +11,7 @@ from core.config import StageSettings
 from core.records import Chunk, Frame
 from devkit.samples import render_frame
 from models.errors import InvalidImage
+from stages.base import Resources, process_each
 from stages.ocr import OcrStage
 
 
@@ -49,10 +50,20 @@ def test_empty_batch(stage: OcrStage) -> None:
     assert stage.process_batch([]) == []
 
 
-def test_a_bad_frame_fails_permanently(stage: OcrStage) -> None:
+def test_a_bad_frame_fails_its_own_video_only(stage: OcrStage) -> None:
     bad = chunk("video-c", 0, [np.zeros((720, 1280), dtype=np.uint8)])
-    with pytest.raises(InvalidImage):
-        stage.process_batch([bad])
+    good = [chunk(f"video-{n}", 0, [render_frame([f"GOOD {n}"])]) for n in (1, 2, 3)]
+    batch = [good[0], bad, *good[1:]]
+    with pytest.raises(InvalidImage):  # the stage fails a batch as a whole
+        stage.process_batch(batch)
+
+    outcomes = process_each(stage, batch)
+
+    assert isinstance(outcomes[1], InvalidImage)
+    assert outcomes[1].code == "invalid_image"
+    read = [o for o in outcomes if isinstance(o, Chunk)]
+    assert [c.video_id for c in read] == ["video-1", "video-2", "video-3"]
+    assert [normalise(c.frames[0].ocr_text) for c in read] == ["good1", "good2", "good3"]
 
 
 def test_version_params_cover_what_changes_the_output() -> None:
@@ -64,8 +75,9 @@ def test_version_params_cover_what_changes_the_output() -> None:
     assert OcrStage(StageSettings(ocr_threads=2)).version_params() == base
 
 
-def test_resources_follow_threads() -> None:
-    assert OcrStage(StageSettings(ocr_threads=2)).resources.cpus == 2.0
+def test_resources_are_the_pool_defaults() -> None:
+    # What an OCR pool got before stages declared it; threads follow the CPUs granted.
+    assert OcrStage(StageSettings(ocr_threads=2)).resources == Resources(cpus=0.8)
 
 
 def test_process_before_setup_and_after_teardown() -> None:

@@ -103,8 +103,7 @@ def test_version_params_cover_prompt_model_and_engine(tiny_vlm_dir: Path) -> Non
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
-def test_vllm_stage_needs_a_gpu_node(tiny_vlm_dir: Path) -> None:
+def test_vllm_stage_needs_vllm_on_its_node(tiny_vlm_dir: Path) -> None:
     vlm = VlmStage(settings(tiny_vlm_dir, vlm_engine="vllm"))
-    assert vlm.resources.gpus == 1.0
     with pytest.raises(ModelUnavailable, match="vllm"):
         vlm.setup()

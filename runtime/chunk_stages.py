@@ -1,0 +1,117 @@
+"""What follows decoding on one chunk: image stages, embedder, chunk checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+
+from checkpoint.base import CheckpointStore
+from checkpoint.chunk_store import ChunkStore
+from core.errors import RetryableError
+from core.records import Chunk
+from runtime.executor import (
+    FusedChunk,
+    IngestChunk,
+    PooledChunk,
+    ReplayedChunk,
+    StageExecutor,
+    merge_outputs,
+)
+from runtime.reuse import ReusePlan
+from runtime.video_run import VideoRun
+from stages.names import EMBED
+
+
+class ChunkStages:
+    """Takes one chunk of the ingest stream to persisted: the image stages' outputs (from
+    their pools, from the decoder, or from an earlier result), then the embeddings, then the
+    chunk's outputs and its checkpoint."""
+
+    def __init__(
+        self,
+        executor: StageExecutor,
+        store: CheckpointStore,
+        chunks: ChunkStore | None,
+        version: str,
+    ) -> None:
+        """``chunks``: where chunk outputs are persisted; None persists nothing per chunk."""
+        self._executor = executor
+        self._store = store
+        self._chunks = chunks
+        self._version = version
+
+    async def run(self, run: VideoRun, ticket: IngestChunk, reuse: ReusePlan) -> Chunk:
+        chunk = await self._analysed(run, ticket, reuse)
+        for stage in self._executor.image_stages:
+            await run.stage_done(stage)
+        chunk = await self._embedded(run, ticket, chunk)
+        await self._persist(run, chunk)
+        return chunk
+
+    async def _analysed(self, run: VideoRun, ticket: IngestChunk, reuse: ReusePlan) -> Chunk:
+        """The chunk with the outputs of every image stage, without pixels."""
+        if isinstance(ticket, ReplayedChunk):
+            return _filled(reuse, ticket.chunk)
+        if isinstance(ticket, FusedChunk):
+            run.record_fused(ticket.fused, ticket.frames)
+            return _filled(reuse, ticket.fused.chunk)
+        try:
+            return await self._pooled(run, ticket, reuse)
+        finally:
+            self._executor.release(ticket)
+
+    async def _pooled(self, run: VideoRun, ticket: PooledChunk, reuse: ReusePlan) -> Chunk:
+        """The image stages left on a chunk's pixels, merged with what the decoder's stages
+        found and what is taken from the earlier result."""
+        if ticket.fused is not None:
+            run.record_fused(ticket.fused, ticket.frames)
+        image_stages = self._executor.image_stages
+        left = [s for s in image_stages if s not in reuse.stages and s not in ticket.applied]
+        outputs = await self._analyse(run, ticket, left)
+        if ticket.fused is not None:
+            outputs.append(ticket.fused.chunk)
+        chunk = reuse.fill(merge_outputs(outputs))
+        if chunk is None:  # the earlier result lacks a frame of this chunk: compute all
+            extra = await self._analyse(run, ticket, sorted(reuse.stages))
+            chunk = merge_outputs([*outputs, *extra])
+        return chunk
+
+    async def _analyse(
+        self, run: VideoRun, ticket: PooledChunk, stages: Collection[str]
+    ) -> list[Chunk]:
+        return await asyncio.gather(
+            *(
+                run.timed(stage, self._executor.analyse(stage, ticket), ticket.frames)
+                for stage in stages
+            )
+        )
+
+    async def _embedded(self, run: VideoRun, ticket: IngestChunk, chunk: Chunk) -> Chunk:
+        """The chunk embedded (unless the decoder did it); as it is without an embedder."""
+        if not self._executor.embeds:
+            return chunk
+        if EMBED not in ticket.applied:
+            chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
+        await run.stage_done(EMBED)
+        return chunk
+
+    async def _persist(self, run: VideoRun, chunk: Chunk) -> None:
+        """The chunk's outputs, then its checkpoint: a recorded chunk is always stored."""
+        if self._chunks is None:
+            return
+        await asyncio.to_thread(self._chunks.put, self._version, chunk)
+        await self._store.mark_chunk(
+            run.ref.video_id, run.epoch, chunk.index, restored=False, total=run.total
+        )
+
+
+def _filled(reuse: ReusePlan, chunk: Chunk) -> Chunk:
+    """A chunk that needs no more image stages, with what is taken from the earlier result.
+    Its frames are always there: a replayed chunk is cut from them, and a chunk analysed
+    entirely in the decoder has no reused stage (reused stages never run there)."""
+    filled = reuse.fill(chunk)
+    if filled is None:
+        raise RetryableError(
+            f"chunk {chunk.index}: frames missing from the earlier result", code="internal_error"
+        )
+    return filled

@@ -1,0 +1,197 @@
+"""The ingest pool: fetch, probe and decode a video in one replica, streaming its chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import ray
+
+from core.config import ServiceConfig
+from core.records import Chunk, VideoRef
+from runtime.executor import FusedChunk, FusedOutputs, IngestItem, PooledChunk, merge_outputs
+from runtime.metrics import ActivitySnapshot, StageActivity, replica_name
+from runtime.pools.base import INGEST, StageRunner, later_stages
+from stages.decode import ResumePoint
+from stages.names import DECODE, EMBED, FETCH
+from stages.pipeline import Pipeline
+
+_END = object()
+# How long chunk refs stay held after a video's stream ends: the image stages take the last
+# chunks within seconds; a crashed orchestrator's chunks are dropped after this.
+_HOLD_AFTER_END_S = 120.0
+_CLOSED_KEPT = 10_000
+
+
+@ray.remote(num_cpus=0)
+class ChunkCredits:
+    """How many chunks each video's decoder may produce: the caller grants more as it takes
+    chunks, so decoding runs at most a few chunks ahead of the stages. (A Serve streaming
+    call has no backpressure of its own: the replica would decode the whole video into the
+    object store however slowly the chunks are taken.)"""
+
+    def __init__(self) -> None:
+        self._granted: dict[str, int] = {}
+        self._released: dict[str, list[int]] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+        self._closed: set[str] = set()
+        self._closed_order: deque[str] = deque()
+
+    async def wait(self, key: str, count: int) -> tuple[bool, list[int]]:
+        """Until more than ``count`` chunks are granted; then whether the caller is still
+        there, and the chunks whose pixels it no longer needs (since the last wait)."""
+        while key not in self._closed and self._granted.get(key, 0) <= count:
+            await self._changed.setdefault(key, asyncio.Event()).wait()
+        return key not in self._closed, self._released.pop(key, [])
+
+    def release(self, key: str, index: int) -> None:
+        if key not in self._closed:
+            self._released.setdefault(key, []).append(index)
+
+    def grant(self, key: str, total: int) -> None:
+        if key not in self._closed:
+            self._granted[key] = max(self._granted.get(key, 0), total)
+        self._wake(key)
+
+    def close(self, key: str) -> None:
+        self._granted.pop(key, None)
+        self._released.pop(key, None)
+        self._closed.add(key)
+        self._closed_order.append(key)
+        if len(self._closed_order) > _CLOSED_KEPT:  # a late waiter of an old key is unlikely
+            self._closed.discard(self._closed_order.popleft())
+        self._wake(key)
+
+    def _wake(self, key: str) -> None:
+        event = self._changed.pop(key, None)
+        if event is not None:
+            event.set()
+
+
+class IngestPool:
+    """Fetch + probe + decode/sample; one generator per video. Fused stages
+    (``PoolSettings.fuse``) run here too, on each chunk as it is decoded."""
+
+    def __init__(self, config_json: str) -> None:
+        config = ServiceConfig.model_validate_json(config_json)
+        pipeline = Pipeline.from_config(config)
+        self._fetch = pipeline.fetch
+        self._decode = pipeline.decode
+        self._fetch.setup()
+        self._decode.setup()
+        replica = replica_name(INGEST)
+        self._activity = {
+            FETCH: StageActivity(FETCH, replica),
+            DECODE: StageActivity(DECODE, replica),
+        }
+        self._image_stages = [stage.name for stage in pipeline.image_stages]
+        self._fused = {
+            name: StageRunner(stage)
+            for name, stage in later_stages(pipeline).items()
+            if name in config.ray.fused
+        }
+        # Chunk refs this replica put, held until the caller releases them (its image stages
+        # are done with the pixels) or a while after the video's stream ends: a ref nested in
+        # a value a streaming call yields can otherwise be freed before the image stage reads
+        # it (Ray loses count of such borrowed refs). Released refs go at once, so what is
+        # held stays bounded by the chunks in flight, whatever the length of the video.
+        self._held: dict[str, dict[int, ray.ObjectRef[Any]]] = {}
+
+    async def ingest(
+        self,
+        ref: VideoRef,
+        resume: ResumePoint | None = None,
+        credits: Any = None,
+        key: str = "",
+        inline: tuple[str, ...] = (),
+    ) -> AsyncIterator[IngestItem]:
+        """``credits`` (a ``ChunkCredits`` handle) and ``key``: wait for a grant before each
+        chunk; None decodes as fast as it can. ``inline``: fused stages to run on each chunk
+        (the image stages first, then the embedder)."""
+        with self._activity[FETCH].working(1) as work:
+            video = (await work.in_thread(self._fetch.process_batch, [ref]))[0]
+        yield video
+        hold = uuid.uuid4().hex
+        held: dict[int, ray.ObjectRef[Any]] = {}
+        self._held[hold] = held
+        try:
+            chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
+            produced = 0
+            while credits is None or await self._granted(credits, key, produced, held):
+                chunk = await self._next_chunk(chunks)
+                if chunk is None:
+                    return
+                yield await self._ticket(chunk, inline, held)
+                produced += 1
+        finally:
+            asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
+            await asyncio.to_thread(self._fetch.release, video)
+
+    @staticmethod
+    async def _granted(
+        credits: Any, key: str, produced: int, held: dict[int, ray.ObjectRef[Any]]
+    ) -> bool:
+        """Wait for a grant of one more chunk; whether the caller still wants chunks. The
+        refs of the chunks it has released since go."""
+        still_wanted, released = await credits.wait.remote(key, produced)
+        for index in released:
+            held.pop(index, None)
+        return bool(still_wanted)
+
+    async def _next_chunk(self, chunks: Iterator[Chunk]) -> Chunk | None:
+        with self._activity[DECODE].working() as work:
+            chunk = await work.in_thread(next, chunks, _END)
+            if not isinstance(chunk, Chunk):
+                return None
+            work.items = len(chunk.frames)
+        return chunk
+
+    async def _ticket(
+        self, chunk: Chunk, inline: tuple[str, ...], held: dict[int, ray.ObjectRef[Any]]
+    ) -> PooledChunk | FusedChunk:
+        """The chunk's ticket: its pixels put in the object store unless every image stage
+        ran here, on it, already."""
+        fused = await self._run_inline(chunk, inline) if inline else None
+        if fused is not None and set(self._image_stages) <= fused.stages:
+            return FusedChunk(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, fused)
+        held[chunk.index] = pixels = ray.put(chunk)
+        return PooledChunk(
+            chunk.video_id, chunk.index, len(chunk.frames), chunk.last, pixels, fused=fused
+        )
+
+    async def _run_inline(self, chunk: Chunk, inline: tuple[str, ...]) -> FusedOutputs:
+        seconds: dict[str, float] = {}
+
+        async def run(name: str, on: Chunk) -> Chunk:
+            started = time.monotonic()
+            done = await self._fused[name].run_one(on)
+            seconds[name] = time.monotonic() - started
+            return done
+
+        outputs = [await run(name, chunk) for name in inline if name != EMBED]
+        analysed = merge_outputs(outputs)
+        if EMBED in inline:
+            analysed = await run(EMBED, analysed)
+        return FusedOutputs(frozenset(inline), analysed, seconds)
+
+    async def analyse(self, stage: str, item: PooledChunk | Chunk) -> Chunk:
+        """A fused stage on one chunk, called as a pool's would be (when a video reuses some
+        outputs of an earlier result, the stages left run on their own)."""
+        return await self._fused[stage].run_one(item)
+
+    def activity(self, since: int = 0) -> list[ActivitySnapshot]:
+        runners = self._fused.values()
+        activities = [*self._activity.values(), *(runner.activity for runner in runners)]
+        return [activity.snapshot(since) for activity in activities]
+
+    def held(self) -> int:
+        """Chunk refs this replica holds (pixels in the object store kept for readers)."""
+        return sum(len(held) for held in self._held.values())
+
+    def __del__(self) -> None:
+        for runner in self._fused.values():
+            runner.stage.teardown()

@@ -1,0 +1,67 @@
+"""The model pools (OCR, VLM, embeddings) and the sink writer pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+
+from core.config import PoolSettings, ServiceConfig
+from core.records import Chunk, EarlierResult, VideoResult
+from runtime.executor import PooledChunk
+from runtime.metrics import ActivitySnapshot
+from runtime.pools.base import Outcome, StageRunner, later_stages, unwrap
+from runtime.result_writer import FencedResultWriter
+from stages.pipeline import Pipeline
+
+
+class ModelPool:
+    """One model stage (OCR, VLM, embeddings), batching chunks of many videos together."""
+
+    def __init__(self, config_json: str, stage: str) -> None:
+        config = ServiceConfig.model_validate_json(config_json)
+        self._runner = StageRunner(later_stages(Pipeline.from_config(config))[stage])
+        pool: PoolSettings = getattr(config.ray, stage)
+        self._batch.set_max_batch_size(pool.max_batch_size)  # type: ignore[attr-defined]
+        self._batch.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
+
+    async def process(self, item: PooledChunk | Chunk) -> Chunk:
+        """The stage on one chunk, in a batch with other callers' chunks: only this chunk's
+        own error is raised here, never that of another chunk of the batch."""
+        return unwrap(await self._batch(item))
+
+    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)  # type: ignore[untyped-decorator]
+    async def _batch(self, items: list[PooledChunk | Chunk]) -> list[Outcome]:
+        # Outcomes, not a raise: Serve would set one exception on every caller of the batch.
+        return await self._runner.run(items)
+
+    def activity(self, since: int = 0) -> list[ActivitySnapshot]:
+        return [self._runner.activity.snapshot(since)]
+
+    def __del__(self) -> None:
+        self._runner.stage.teardown()
+
+
+class SinkWriterPool:
+    """The one writer of the Lance tables (a single replica): many videos per commit. It is
+    also the ingress of the pools application: called, it names the stage pools it runs."""
+
+    def __init__(self, config_json: str, stages: list[str], *pools: DeploymentHandle[Any]) -> None:
+        config = ServiceConfig.model_validate_json(config_json)
+        self._writer = FencedResultWriter(config)
+        # ``pools`` are bound only so that Serve deploys them.
+        self._stages = {name: name in config.ray.fused for name in stages}
+
+    def __call__(self) -> dict[str, bool]:
+        """Stage -> whether it runs in the decode replicas (fused)."""
+        return self._stages
+
+    async def write(self, result: VideoResult) -> None:
+        await self._writer.write(result)
+
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        return await self._writer.earlier(video_id)
+
+    async def __del__(self) -> None:
+        await self._writer.close()

@@ -1,0 +1,104 @@
+"""The stage pools on Ray Serve: each item of a batch keeps its own outcome, and a pool's
+resources start from its stage's declaration."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+from core.config import PoolSettings, ServiceConfig
+from core.records import Chunk, Frame
+from devkit.samples import render_frame
+from models.errors import InvalidImage
+from runtime.executor import PooledChunk
+from runtime.pools.application import deployment_options
+from runtime.pools.base import later_stages
+from runtime.pools.executor import RayExecutor
+from stages.pipeline import Pipeline
+
+
+def normalise(text: str) -> str:
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def one_frame(video_id: str, image: np.ndarray) -> Chunk:
+    return Chunk(video_id, 0, [Frame(index=0, timestamp_s=0.0, image=image)], last=True)
+
+
+async def ocr_batches(executor: RayExecutor) -> int:
+    """Batches the OCR pool has run (one stage call each)."""
+    return sum(snapshot.calls for snapshot in (await executor.activity())["ocr"])
+
+
+@pytest.mark.slow
+async def test_one_bad_chunk_fails_alone_in_its_batch(
+    tmp_path: Path, redis_url: str, serve_apps: None
+) -> None:
+    # Four chunks of four videos wait for each other and go to the stage as one batch.
+    config = ServiceConfig.load(
+        redis={"url": redis_url, "key_prefix": f"pools-{tmp_path.name}"},
+        storage={"lance_uri": str(tmp_path / "lance"), "object_store_uri": str(tmp_path / "obj")},
+        ray={"ocr": {"max_batch_size": 4, "batch_wait_timeout_s": 10.0}},
+        runtime={"workdir": str(tmp_path / "work")},
+    )
+    executor = await asyncio.to_thread(RayExecutor.deploy, config)
+    try:
+        chunks = [
+            one_frame("video-1", render_frame(["GOOD 1"])),
+            one_frame("video-bad", np.zeros((720, 1280), dtype=np.uint8)),  # no colour channels
+            one_frame("video-2", render_frame(["GOOD 2"])),
+            one_frame("video-3", render_frame(["GOOD 3"])),
+        ]
+        tickets = [PooledChunk(c.video_id, 0, 1, True, pixels=ray.put(c)) for c in chunks]
+        before = await ocr_batches(executor)
+
+        outcomes = await asyncio.gather(
+            *(executor.analyse("ocr", ticket) for ticket in tickets), return_exceptions=True
+        )
+
+        assert await ocr_batches(executor) - before == 1  # they did share a batch
+        failed = outcomes[1]
+        assert isinstance(failed, InvalidImage), failed
+        assert (failed.code, failed.stage) == ("invalid_image", "ocr")
+        read = [outcome for outcome in outcomes if isinstance(outcome, Chunk)]
+        assert [chunk.video_id for chunk in read] == ["video-1", "video-2", "video-3"]
+        assert [normalise(chunk.frames[0].ocr_text) for chunk in read] == [
+            "good1",
+            "good2",
+            "good3",
+        ]
+        assert all(frame.image is None for chunk in read for frame in chunk.frames)
+    finally:
+        await executor.close()
+
+
+def test_pools_start_from_the_stages_declarations(tmp_path: Path) -> None:
+    config = ServiceConfig.load(
+        stages={"vlm_model": str(tmp_path / "any-vlm")}, runtime={"workdir": str(tmp_path)}
+    )
+    pipeline = Pipeline.from_config(config)
+    stages = {"decode": pipeline.decode, **later_stages(pipeline)}
+
+    granted = {
+        name: deployment_options(name, stage.resources, getattr(config.ray, name))[
+            "ray_actor_options"
+        ]
+        for name, stage in stages.items()
+    }
+
+    # The pools' defaults before stages declared them: nothing changes for a deployment.
+    assert granted == {
+        "decode": {"num_cpus": 0.5, "num_gpus": 0.0},
+        "ocr": {"num_cpus": 0.8, "num_gpus": 0.0},
+        "vlm": {"num_cpus": 0.5, "num_gpus": 0.0},
+        "embed": {"num_cpus": 0.3, "num_gpus": 0.0},
+    }
+    # What a pool sets wins; what it leaves unset stays the stage's.
+    gpu = PoolSettings(num_gpus=1.0, memory_mb=1024)
+    options = deployment_options("vlm", stages["vlm"].resources, gpu)
+    assert options["ray_actor_options"] == {"num_cpus": 0.5, "num_gpus": 1.0, "memory": 1 << 30}
+    assert options["name"] == "vlm"

@@ -1,6 +1,6 @@
 """The dashboard page: videos in flight, recent failures and throughput per stage.
 
-A static page (``service/static``) that reads the progress API from the browser: the lists
+A static page (``api/static``) that reads the progress API from the browser: the lists
 for the first picture, the event stream for live progress. Everything it needs is served
 from here, so it works without any network beyond the API itself.
 """
@@ -32,7 +32,7 @@ _SECURITY_HEADERS = {
 
 @cache
 def _asset(name: str) -> bytes:
-    return resources.files("service").joinpath("static", name).read_bytes()
+    return resources.files("api").joinpath("static", name).read_bytes()
 
 
 def install_dashboard(app: FastAPI) -> None:

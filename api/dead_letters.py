@@ -22,16 +22,15 @@ import hashlib
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
-from pydantic import BaseModel, ConfigDict, Field
 
-from api.models import DeadLetter
+from api.models import DeadLetterEntry, ReplayResult
 from consumers.admin import broker_error
-from consumers.dead_letter import DeadLetter as SpringHeaders
+from consumers.dead_letter import DeadLetterHeaders
 from consumers.events import VIDEO_ID_PATTERN
 from core.config import KafkaSettings, ServiceConfig
 from notify import base as notify_base
@@ -44,21 +43,6 @@ _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _DEAD_LETTER_HEADER = re.compile(r"^(kafka_dlt-|reelsense-)")
 REPLAYED_FROM = "reelsense-replayed-from"
 _READ_TIMEOUT_S = 10.0
-
-
-class ReplayResult(BaseModel):
-    """What a replay did."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    kind: Literal["event", "webhook"]
-    outcome: str = Field(
-        description="`published` (an event, back on the uploads topic), or the webhook "
-        "attempt's outcome: `delivered`, `failed`, `disabled`."
-    )
-    code: str | None = Field(default=None, description="The reason, when not a success.")
-    detail: str = ""
 
 
 class DeadLetterSource:
@@ -93,7 +77,7 @@ class DeadLetterSource:
 
     # -- listing ----------------------------------------------------------------------------
 
-    async def newest(self, tenant: str | None, limit: int) -> list[DeadLetter]:
+    async def newest(self, tenant: str | None, limit: int) -> list[DeadLetterEntry]:
         """The newest ``limit`` dead letters ``tenant`` may see (all of them for None)."""
         scan = max(limit, self._scan_limit)
         events = [self._event_letter(r) for r in await self._newest_records(scan)]
@@ -105,10 +89,10 @@ class DeadLetterSource:
     async def _webhook_letters(self, limit: int) -> list[notify_base.DeadLetter]:
         return [] if self._log is None else await self._log.dead_letters(limit)
 
-    def _event_letter(self, record: ConsumerRecord[bytes, bytes]) -> DeadLetter:
+    def _event_letter(self, record: ConsumerRecord[bytes, bytes]) -> DeadLetterEntry:
         headers = list(record.headers)
         try:
-            spring: SpringHeaders | None = SpringHeaders.from_headers(headers)
+            spring: DeadLetterHeaders | None = DeadLetterHeaders.from_headers(headers)
         except (KeyError, ValueError, TypeError):  # a record someone else put there
             spring = None
         body = _json_object(record.value)
@@ -126,7 +110,7 @@ class DeadLetterSource:
                 "consumer_group": spring.consumer_group,
                 "value_dropped": spring.value_dropped,
             }
-        return DeadLetter(
+        return DeadLetterEntry(
             id=f"event:{record.partition}:{record.offset}",
             kind="event",
             video_id=_video_id(record.key, body),
@@ -258,7 +242,7 @@ def webhook_letter_id(letter: notify_base.DeadLetter) -> str:
     return f"webhook:{letter.webhook_id}:{digest}"
 
 
-def _webhook_letter(letter: notify_base.DeadLetter, tenant: str | None) -> DeadLetter:
+def _webhook_letter(letter: notify_base.DeadLetter, tenant: str | None) -> DeadLetterEntry:
     event = letter.event
     data: dict[str, Any] = {
         "webhook_id": letter.webhook_id,
@@ -269,7 +253,7 @@ def _webhook_letter(letter: notify_base.DeadLetter, tenant: str | None) -> DeadL
     # A shared subscription's URL is the operator's business, a callback URL the tenant's own.
     if tenant is None or (event.callback_url and letter.target in event.callback_url):
         data["target"] = letter.target
-    return DeadLetter(
+    return DeadLetterEntry(
         id=webhook_letter_id(letter),
         kind="webhook",
         video_id=event.video_id,

@@ -11,8 +11,7 @@ from typing import Any, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from checkpoint.base import ProgressEvent, VideoState, VideoStatus
-from core.records import SearchHit
+from checkpoint.base import VideoState, VideoStatus
 
 
 class ErrorDetail(BaseModel):
@@ -36,7 +35,8 @@ class VideoPage(BaseModel):
 
 
 class SearchResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Built from a hit as it is, no field copied by hand: ``SearchResult.model_validate(hit)``.
+    model_config = ConfigDict(frozen=True, from_attributes=True)
 
     video_id: str
     tenant: str
@@ -44,17 +44,6 @@ class SearchResult(BaseModel):
     timestamp_s: float
     text: str
     score: float = Field(description="Distance to the query; smaller is nearer.")
-
-    @classmethod
-    def from_hit(cls, hit: SearchHit) -> SearchResult:
-        return cls(
-            video_id=hit.video_id,
-            tenant=hit.tenant,
-            frame_index=hit.frame_index,
-            timestamp_s=hit.timestamp_s,
-            text=hit.text,
-            score=hit.score,
-        )
 
 
 class SearchResults(BaseModel):
@@ -66,7 +55,8 @@ class SearchResults(BaseModel):
 class ProgressUpdate(BaseModel):
     """The data of a `progress` server-sent event."""
 
-    model_config = ConfigDict(frozen=True)
+    # Built from a ``ProgressEvent`` as it is: ``ProgressUpdate.model_validate(event)``.
+    model_config = ConfigDict(frozen=True, from_attributes=True)
 
     video_id: str
     tenant: str
@@ -76,27 +66,17 @@ class ProgressUpdate(BaseModel):
     total: int | None = Field(description="Chunks in the video, once decoding has ended.")
     at: datetime
 
-    @classmethod
-    def from_event(cls, event: ProgressEvent) -> ProgressUpdate:
-        return cls(
-            video_id=event.video_id,
-            tenant=event.tenant,
-            status=event.status,
-            stage=event.stage,
-            done=event.done,
-            total=event.total,
-            at=event.at,
-        )
-
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
-class DeadLetter(BaseModel):
+class DeadLetterEntry(BaseModel):
     """Something that could not be processed or delivered and waits for an operator."""
 
-    model_config = ConfigDict(frozen=True)
+    # An entry of the list, of either kind. The schema keeps the name it has always published,
+    # `DeadLetter` (``_PUBLISHED_NAMES``), beside the consumer's and notifier's own records.
+    model_config = ConfigDict(frozen=True, title="DeadLetter")
 
     id: str = Field(description="Where it sits, e.g. `topic/partition/offset` or a webhook id.")
     kind: str = Field(description="What failed: `event` (an upload event) or `webhook`.")
@@ -109,7 +89,22 @@ class DeadLetter(BaseModel):
 
 
 class DeadLetterPage(BaseModel):
-    items: list[DeadLetter]
+    items: list[DeadLetterEntry]
+
+
+class ReplayResult(BaseModel):
+    """What a replay did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind: Literal["event", "webhook"]
+    outcome: str = Field(
+        description="`published` (an event, back on the uploads topic), or the webhook "
+        "attempt's outcome: `delivered`, `failed`, `disabled`."
+    )
+    code: str | None = Field(default=None, description="The reason, when not a success.")
+    detail: str = ""
 
 
 # -- OpenAPI fragments ----------------------------------------------------------------------
@@ -151,19 +146,50 @@ EVENT_STREAM_OPENAPI: dict[str, Any] = {
 }
 
 
-def add_event_schemas(app: FastAPI) -> None:
-    """Put the event payload models into the app's OpenAPI components: they appear only
-    inside event streams, which FastAPI does not scan for models."""
+# Models named in Python otherwise than in the schema, which keeps the names it published.
+_PUBLISHED_NAMES = {DeadLetterEntry.__name__: "DeadLetter"}
+
+
+def complete_openapi(app: FastAPI) -> None:
+    """Finish the app's OpenAPI document as FastAPI first builds it: add the event payload
+    models (they appear only inside event streams, which FastAPI does not scan for models)
+    and give models their published names."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schemas = generate()["components"]["schemas"]
-            for model in (ProgressUpdate, ErrorDetail, VideoStatus):
-                schema = model.model_json_schema(ref_template=_SCHEMAS + "{model}")
-                for name, nested in schema.pop("$defs", {}).items():
-                    schemas.setdefault(name, nested)
-                schemas.setdefault(model.__name__, schema)
+            document = generate()
+            components = document["components"]
+            _add_event_schemas(components["schemas"])
+            components["schemas"] = {
+                _PUBLISHED_NAMES.get(name, name): schema
+                for name, schema in components["schemas"].items()
+            }
+            _publish_refs(document)
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _add_event_schemas(schemas: dict[str, Any]) -> None:
+    for model in (ProgressUpdate, ErrorDetail, VideoStatus):
+        schema = model.model_json_schema(ref_template=_SCHEMAS + "{model}")
+        for name, nested in schema.pop("$defs", {}).items():
+            schemas.setdefault(name, nested)
+        schemas.setdefault(model.__name__, schema)
+
+
+def _publish_refs(node: object) -> None:
+    """Point every ``$ref`` under ``node`` at the published name of its model."""
+    if isinstance(node, list):
+        for item in node:
+            _publish_refs(item)
+        return
+    if not isinstance(node, dict):
+        return
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_SCHEMAS):
+        name = ref.removeprefix(_SCHEMAS)
+        node["$ref"] = _SCHEMAS + _PUBLISHED_NAMES.get(name, name)
+    for value in node.values():
+        _publish_refs(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import uuid
 from pathlib import Path
 
@@ -23,6 +24,7 @@ console = Console()
 
 
 def _endpoint(args: argparse.Namespace, name: str) -> str:
+    """``--api`` or ``--bootstrap`` as given, else the running dev stack's."""
     given: str | None = getattr(args, name, None)
     if given:
         return given
@@ -31,7 +33,7 @@ def _endpoint(args: argparse.Namespace, name: str) -> str:
         if name == "bootstrap":
             return KafkaSettings().bootstrap
         raise SystemExit(f"no --{name} given and no `reelsense dev` running under {args.workdir}")
-    return state[name if name != "api" else "api"]
+    return state[name]
 
 
 def _headers(args: argparse.Namespace) -> dict[str, str]:
@@ -124,4 +126,30 @@ def show_search(args: argparse.Namespace) -> int:
         return 1
     for hit in response.json()["hits"]:
         print(json.dumps(hit, ensure_ascii=False))
+    return 0
+
+
+def show_dead_letters(args: argparse.Namespace) -> int:
+    """List dead letters, or replay the one ``--replay`` names (exit 1 unless it went out)."""
+    base, headers = _endpoint(args, "api"), _headers(args)
+    if args.replay:
+        response = httpx.post(
+            f"{base}/v1/dead-letters/{args.replay}/replay", headers=headers, timeout=60
+        )
+    else:
+        response = httpx.get(
+            f"{base}/v1/dead-letters", params={"limit": args.limit}, headers=headers, timeout=60
+        )
+    if response.status_code != 200:
+        print(f"{response.status_code}: {response.text}", file=sys.stderr)
+        return 1
+    body = response.json()
+    if args.json or args.replay:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0 if not args.replay or body["outcome"] in ("published", "delivered") else 1
+    for item in body["items"]:
+        print(
+            f"{item['id']}  {item['kind']:7s}  {item['at'] or '-'}  "
+            f"{item['video_id'] or '-'}  {item['code']}: {item['message'][:120]}"
+        )
     return 0

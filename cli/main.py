@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 DEFAULT_WORKDIR = Path(".reelsense")
+_SERVICE_COMMANDS = frozenset({"demo", "dev", "serve"})  # those that run the service on Ray
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,8 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not args.verbose:
+    if not args.verbose and args.command in _SERVICE_COMMANDS:
         # Ray Serve narrates every deployment at INFO; the CLI shows its own progress instead.
+        # Importing ray.serve sets that level, so the import comes first.
+        import ray.serve  # noqa: F401
+
         logging.getLogger("ray.serve").setLevel(logging.WARNING)
     # Ray forks and execs its own processes after lance is imported; that is safe.
     warnings.filterwarnings("ignore", message="lance is not fork-safe")
@@ -164,34 +168,9 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
-    import json
+    from cli.client import show_dead_letters
 
-    import httpx
-
-    from cli.client import _endpoint, _headers
-
-    base, headers = _endpoint(args, "api"), _headers(args)
-    if args.replay:
-        response = httpx.post(
-            f"{base}/v1/dead-letters/{args.replay}/replay", headers=headers, timeout=60
-        )
-    else:
-        response = httpx.get(
-            f"{base}/v1/dead-letters", params={"limit": args.limit}, headers=headers, timeout=60
-        )
-    if response.status_code != 200:
-        print(f"{response.status_code}: {response.text}", file=sys.stderr)
-        return 1
-    body = response.json()
-    if args.json or args.replay:
-        print(json.dumps(body, indent=2, ensure_ascii=False))
-        return 0 if not args.replay or body["outcome"] in ("published", "delivered") else 1
-    for item in body["items"]:
-        print(
-            f"{item['id']}  {item['kind']:7s}  {item['at'] or '-'}  "
-            f"{item['video_id'] or '-'}  {item['code']}: {item['message'][:120]}"
-        )
-    return 0
+    return show_dead_letters(args)
 
 
 _COMMANDS = {

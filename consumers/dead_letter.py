@@ -39,7 +39,7 @@ Headers = Sequence[tuple[str, bytes]]
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadLetterHeaders:
     """The dead-letter headers of one record, decoded."""
 
     original_topic: str
@@ -53,7 +53,7 @@ class DeadLetter:
     value_dropped: str | None = None
 
     @classmethod
-    def from_headers(cls, headers: Headers) -> DeadLetter:
+    def from_headers(cls, headers: Headers) -> DeadLetterHeaders:
         """Decode the headers written by ``DeadLetterPublisher``; ``KeyError`` if one is
         missing."""
         found = dict(headers)

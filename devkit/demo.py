@@ -57,7 +57,7 @@ async def _demo(
             "notify": config.notify.model_copy(
                 update={
                     "webhook_secrets": (secret,),
-                    "subscriptions": (WebhookSubscription(url=receiver.url),),
+                    "subscriptions": (WebhookSubscription(url=receiver.url()),),
                 }
             )
         }
@@ -78,7 +78,7 @@ async def _demo(
         await _wait_for_webhooks(receiver, len(ids))
         console.print(
             f"webhooks: {len(receiver.unique_ids())} received, all signatures verified"
-            if all(h.verified for h in receiver.received)
+            if all(h.verified for h in receiver.requests)
             else "[red]webhooks: some signatures did not verify[/]"
         )
         await _search_example(stack.api_url)

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from rich.table import Table
 
 from checkpoint.base import StageProgress, VideoState, VideoStatus
+from stages.names import ALL
 
-STAGES = ("fetch", "decode", "ocr", "vlm", "embed")
 _BAR = 12
 
 
@@ -21,7 +21,7 @@ def stage_bar(progress: StageProgress) -> str:
 
 def progress_table(statuses: Iterable[VideoStatus]) -> Table:
     rows = list(statuses)
-    stages = [s for s in STAGES if any(s in status.stages for status in rows)]
+    stages = [s for s in ALL if any(s in status.stages for status in rows)]
     table = Table(show_header=True, header_style="bold", box=None)
     table.add_column("video")
     table.add_column("status")

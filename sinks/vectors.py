@@ -188,7 +188,9 @@ class LanceVectorIndex(EmbeddingRowsSink, VectorIndex):
         }
         try:
             table = dataset.to_table(
-                columns=["video_id", "tenant", "frame_index", "timestamp_s", "text"],
+                # Asked for by name: Lance warns when a vector search leaves the distance out
+                # of the columns and adds it anyway (a behaviour it means to drop).
+                columns=["video_id", "tenant", "frame_index", "timestamp_s", "text", "_distance"],
                 nearest=nearest,
                 filter=None if tenant is None else f"tenant = {sql_string(tenant)}",
                 prefilter=True,  # filter first, so a tenant's k hits are not crowded out

@@ -27,7 +27,7 @@ from ray import cloudpickle
 from ray import serve as ray_serve
 
 from api.app import api_deployment, api_server, create_app
-from api.models import DeadLetter
+from api.models import DeadLetterEntry
 from checkpoint.base import OutboxEvent, VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
 from core.records import SearchHit, VideoRef
@@ -285,12 +285,14 @@ async def test_empty_query_is_422_and_missing_search_is_503(store: RedisCheckpoi
 
 async def test_dead_letters_are_listed_per_tenant(store: RedisCheckpointStore) -> None:
     letters = [
-        DeadLetter(id="videos.uploaded.dlq/0/7", kind="event", tenant="acme", code="event_invalid"),
-        DeadLetter(id="msg_1", kind="webhook", tenant="globex", code="webhook_gone"),
+        DeadLetterEntry(
+            id="videos.uploaded.dlq/0/7", kind="event", tenant="acme", code="event_invalid"
+        ),
+        DeadLetterEntry(id="msg_1", kind="webhook", tenant="globex", code="webhook_gone"),
     ]
     asked: list[tuple[str | None, int]] = []
 
-    async def newest(tenant: str | None, limit: int) -> list[DeadLetter]:
+    async def newest(tenant: str | None, limit: int) -> list[DeadLetterEntry]:
         asked.append((tenant, limit))
         return [d for d in letters if tenant is None or d.tenant == tenant][:limit]
 

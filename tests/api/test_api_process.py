@@ -4,20 +4,23 @@ Serve proxy (two processes fewer), the same API at the same address."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import time
 from pathlib import Path
 
 import httpx
 import pytest
+from aiokafka import AIOKafkaProducer
 from ray import serve
 
 from api.serve import API_APP
 from core.config import ServiceConfig
 from core.errors import ReelsenseError
+from devkit.run_config import service_config, webhook_secret
 from devkit.services import free_port
-from runtime.ray_pools import POOLS_APP
+from runtime.pools.base import POOLS_APP
 from runtime.service import ReelsenseService
-from tests.e2e.support import service_config, webhook_secret
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +40,12 @@ def _config(
 
 
 async def test_the_api_is_served_by_the_service_process_on_a_local_ray(
-    tmp_path: Path, kafka_bootstrap: str, redis_url: str, serve_apps: None, unique: str
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    redis_url: str,
+    serve_apps: None,
+    unique: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = _config(tmp_path, kafka_bootstrap, redis_url, unique, free_port())
     assert config.ray.address is None
@@ -55,12 +63,46 @@ async def test_the_api_is_served_by_the_service_process_on_a_local_ray(
             missing = await client.get("/v1/videos/never-seen")
             assert missing.status_code == 404
             assert missing.json()["error"]["code"] == "not_found"
+
+            # An invalid event shows as failed here, and the service logs it once at WARNING
+            # (the consumer, the handler and the processor each see it).
+            caplog.clear()
+            await _publish(config, key=b"broken-event", value=b'{"video_id": "broken-event"}')
+            failed = await _status_when_final(client, "broken-event")
+            assert (failed["status"], failed["error_code"]) == ("failed", "event_invalid")
+            warned = [
+                r.getMessage()
+                for r in caplog.records
+                if r.levelno >= logging.WARNING
+                and ("invalid event" in r.getMessage() or "broken-event" in r.getMessage())
+            ]
+            assert len(warned) == 1, warned
     finally:
         service.request_stop()
         await running
     with pytest.raises(httpx.ConnectError):  # stopped with the service
         async with httpx.AsyncClient() as client:
             await client.get(f"http://127.0.0.1:{config.api.port}/healthz")
+
+
+async def _publish(config: ServiceConfig, *, key: bytes, value: bytes) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=config.kafka.bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(config.kafka.topic, value, key=key)
+    finally:
+        await producer.stop()
+
+
+async def _status_when_final(client: httpx.AsyncClient, video_id: str) -> dict[str, object]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = await client.get(f"/v1/videos/{video_id}")
+        if response.status_code == 200 and response.json()["status"] in ("done", "failed"):
+            body: dict[str, object] = response.json()
+            return body
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{video_id} did not finish within 60 s")
 
 
 async def test_a_taken_api_port_fails_the_start_and_leaves_nothing_running(

@@ -6,7 +6,7 @@ import pytest
 
 from consumers.admin import ensure_topics
 from consumers.base import RecordInfo
-from consumers.dead_letter import DeadLetter, DeadLetterPublisher
+from consumers.dead_letter import DeadLetterHeaders, DeadLetterPublisher
 from consumers.errors import BrokerUnavailable, InvalidEvent
 from devkit.services import free_port
 from tests.consumers import kafka_settings, read_all
@@ -37,7 +37,7 @@ async def test_published_record_keeps_its_bytes_and_says_where_and_why(
     headers = dict(published.headers)
     assert headers["trace"] == b"abc"
     assert headers["kafka_dlt-original-partition"] == b"\x00\x00\x00\x02"  # Spring: 4-byte int
-    letter = DeadLetter.from_headers(published.headers)
+    letter = DeadLetterHeaders.from_headers(published.headers)
     assert letter.original_topic == settings.topic
     assert (letter.original_partition, letter.original_offset) == (2, 41)
     assert letter.original_timestamp == 1_700_000_000_123

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from consumers.admin import ensure_topics
-from consumers.dead_letter import DeadLetter
+from consumers.dead_letter import DeadLetterHeaders
 from consumers.errors import BrokerUnavailable
 from consumers.kafka import KafkaVideoConsumer
 from core.config import KafkaSettings
@@ -138,10 +138,10 @@ async def test_invalid_events_go_to_the_dead_letter_topic_and_are_rejected(
     assert stats.handler_failures == 2
 
     letters: list[Any] = await read_all(kafka_bootstrap, settings.dead_letter_topic, 4)
-    by_offset = {DeadLetter.from_headers(r.headers).original_offset: r for r in letters}
+    by_offset = {DeadLetterHeaders.from_headers(r.headers).original_offset: r for r in letters}
     assert sorted(by_offset) == [1, 2, 3, 4]
     for offset, record in by_offset.items():
-        letter = DeadLetter.from_headers(record.headers)
+        letter = DeadLetterHeaders.from_headers(record.headers)
         assert (record.key, record.value) == records[offset]  # the original bytes
         assert letter.reason_code == rejected[offset][0]
         assert letter.original_topic == settings.topic

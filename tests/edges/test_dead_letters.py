@@ -28,12 +28,12 @@ from consumers.dead_letter import DeadLetterPublisher
 from consumers.errors import InvalidEvent
 from core.config import KafkaSettings, NotifySettings, ServiceConfig
 from devkit.receiver import WebhookReceiver
+from devkit.run_config import webhook_secret
 from devkit.services import free_port
 from notify.base import DeadLetter, Outcome
 from notify.delivery_log import RedisDeliveryLog
 from notify.replay import WebhookReplayer
 from notify.webhooks import WebhookSender
-from tests.e2e.support import webhook_secret
 
 TOKENS = {"token-a": "acme", "token-b": "globex"}
 A = {"authorization": "Bearer token-a"}
@@ -121,7 +121,7 @@ async def _fill(setup: Setup) -> dict[str, str]:
     )
     await _dead_letter(kafka, 2, None, b"\x00 not json", "event_not_json")
     down = f"http://127.0.0.1:{free_port()}/hooks"
-    await setup.log.add_dead_letter(_letter(_event("acme-2", "acme"), setup.receiver.url))
+    await setup.log.add_dead_letter(_letter(_event("acme-2", "acme"), setup.receiver.url()))
     await setup.log.add_dead_letter(_letter(_event("glob-2", "globex"), down))
     listed = await setup.source.newest(None, 50)
     return {d.video_id or d.code: d.id for d in listed}
@@ -188,10 +188,10 @@ async def test_webhook_replay_delivers_the_same_message_once_more(setup: Setup) 
     result = await setup.source.replay(ids["acme-2"], "acme")
     assert result is not None
     assert (result.kind, result.outcome, result.code) == ("webhook", "delivered", None)
-    [hook] = setup.receiver.received
+    [hook] = setup.receiver.requests
     assert hook.verified
     assert hook.webhook_id == event.webhook_id  # the same id as every earlier attempt
-    assert hook.body["data"]["error"]["code"] == "invalid_video"
+    assert hook.payload["data"]["error"]["code"] == "invalid_video"
     assert ids["acme-2"] not in {d.id for d in await setup.source.newest(None, 50)}
     [attempt] = await setup.log.attempts(event.webhook_id)
     assert (attempt.attempt, attempt.outcome) == (9, Outcome.DELIVERED)

@@ -130,3 +130,15 @@ def test_search_after_compaction_of_an_indexed_table(tmp_path: Path) -> None:
     assert (hits[0].video_id, hits[0].frame_index) == ("v9", 13)
     assert index.count_rows("v5") == 10
     assert index.has_index()
+
+
+def test_search_prints_no_lance_warning(
+    index: LanceVectorIndex, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Lance logs from Rust straight to the stderr file descriptor (no Python warning), e.g.
+    # when a vector search does not ask for `_distance` by name.
+    index.write([make_result(f"v{i}", frames=4, seed=i) for i in range(3)])
+    capfd.readouterr()
+    assert index.search(unit_vectors(1)[0], k=2, tenant="default")
+    assert index.search(unit_vectors(1)[0], k=2)
+    assert capfd.readouterr().err == ""

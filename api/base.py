@@ -1,0 +1,16 @@
+"""What the progress API reads besides the checkpoint store, each passed in as a function so
+the API depends on no concrete index, broker or model."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from api.models import DeadLetterEntry, ReplayResult
+from core.records import SearchHit
+
+SearchFn = Callable[[str, int, str | None], Awaitable[list[SearchHit]]]
+"""(query, k, tenant or None for all) -> nearest hits. Must not block the event loop."""
+DeadLetterFn = Callable[[str | None, int], Awaitable[Sequence[DeadLetterEntry]]]
+"""(tenant or None for all, limit) -> newest dead letters."""
+ReplayFn = Callable[[str, str | None], Awaitable[ReplayResult | None]]
+"""(dead letter id, tenant or None for all) -> what the replay did; None: no such letter."""

@@ -1,0 +1,48 @@
+"""Routes of videos: one video's status, and pages of videos newest first."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.dependencies import Caller, Context, Video, scope_tenant
+from api.models import ERROR_RESPONSES, ErrorBody, VideoPage
+from checkpoint.base import VideoState, VideoStatus
+
+
+def video_routes(max_page: int) -> APIRouter:
+    """``max_page``: the largest page a caller may ask for."""
+    router = APIRouter(tags=["videos"])
+
+    @router.get("/v1/videos/{video_id}", responses=ERROR_RESPONSES)
+    async def get_video(video: Video) -> VideoStatus:
+        """The processing status of one video."""
+        return video
+
+    @router.get(
+        "/v1/videos",
+        responses={**ERROR_RESPONSES, 400: {"model": ErrorBody, "description": "Unknown cursor"}},
+    )
+    async def list_videos(
+        *,
+        caller: Caller,
+        context: Context,
+        status: VideoState | None = None,
+        tenant: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+        limit: Annotated[int, Query(ge=1, le=max_page)] = 50,
+        cursor: Annotated[
+            str | None,
+            Query(
+                max_length=512,
+                description="An opaque `next_cursor` from an earlier page; an unknown one "
+                "is a 400 `invalid_cursor`.",
+            ),
+        ] = None,
+    ) -> VideoPage:
+        """Videos newest first, optionally by status and tenant (always the token's tenant
+        when authentication is on). Follow ``next_cursor`` for the next page."""
+        items, next_cursor = await context.store.list(
+            status=status, tenant=scope_tenant(caller, tenant), limit=limit, cursor=cursor
+        )
+        return VideoPage(items=items, next_cursor=next_cursor)
+
+    return router

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from stages.names import DECODE, FETCH, FUSABLE
+from core.stage_names import DECODE, FETCH, FUSABLE
 
 
 def _settings(prefix: str) -> SettingsConfigDict:
@@ -164,7 +164,7 @@ class RaySettings(BaseSettings):
     address: str | None = None  # None starts a local Ray
     namespace: str = "reelsense"
     num_cpus: int | None = None  # for a local Ray only
-    # One pool per stage (``stages.names``); the ingest replicas take the decode pool's.
+    # One pool per stage (``core.stage_names``); the ingest replicas take the decode pool's.
     fetch: PoolSettings = PoolSettings()
     decode: PoolSettings = PoolSettings()
     ocr: PoolSettings = PoolSettings()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from rich.table import Table
 
 from checkpoint.base import StageProgress, VideoState, VideoStatus
-from stages.names import ALL
+from core.stage_names import ALL
 
 _BAR = 12
 

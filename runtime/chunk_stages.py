@@ -9,6 +9,7 @@ from checkpoint.base import CheckpointStore
 from checkpoint.chunk_store import ChunkStore
 from core.errors import RetryableError
 from core.records import Chunk
+from core.stage_names import EMBED
 from runtime.executor import (
     FusedChunk,
     IngestChunk,
@@ -19,7 +20,6 @@ from runtime.executor import (
 )
 from runtime.reuse import ReusePlan
 from runtime.video_run import VideoRun
-from stages.names import EMBED
 
 
 class ChunkStages:

@@ -31,13 +31,13 @@ from core.config import RuntimeSettings
 from core.errors import PermanentError, ReelsenseError, RetriesExhausted, RetryableError
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
 from core.retry import RetryFailure, RetryPolicy
+from core.stage_names import DECODE, EMBED, FETCH
 from runtime.chunk_stages import ChunkStages
 from runtime.executor import ChunkTicket, IngestChunk, IngestItem, StageExecutor
 from runtime.metrics import PipelineMetrics
 from runtime.reuse import ReusePlan
 from runtime.video_run import VideoRun
 from stages.decode import ResumePoint
-from stages.names import DECODE, EMBED, FETCH
 from stages.pipeline import Lineage
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ class Resources:
 class Stage(ABC, Generic[InT, OutT]):
     """One step of the pipeline."""
 
-    name: ClassVar[str]  # one of ``stages.names``
+    name: ClassVar[str]  # one of ``core.stage_names``
     #: The ``Frame`` fields an image stage fills (what a later run may take from a result).
     fills: ClassVar[tuple[str, ...]] = ()
     resources: ClassVar[Resources] = Resources()

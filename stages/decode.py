@@ -31,10 +31,10 @@ from av.container import InputContainer
 
 from core.config import LimitSettings, StageSettings
 from core.records import Chunk, Frame, Image, LocalVideo, ProbeInfo
+from core.stage_names import DECODE
 from stages.base import Resources, StreamingStage
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
 from stages.fetch import main_video_stream, open_container
-from stages.names import DECODE
 
 # Bump when the sampling rules change in a way that changes which frames come out.
 SAMPLER_REVISION = 1

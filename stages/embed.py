@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from core.config import StageSettings
 from core.records import Chunk, Frame
+from core.stage_names import EMBED
 from models.embedding import TextEmbedder
 from stages.base import Resources, Stage
-from stages.names import EMBED
 
 
 class EmbedStage(Stage[Chunk, Chunk]):

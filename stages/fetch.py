@@ -33,6 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from core import netguard
 from core.config import LimitSettings, StorageSettings
 from core.records import LocalVideo, ProbeInfo, VideoRef
+from core.stage_names import FETCH
 from stages.base import Resources, Stage
 from stages.errors import (
     FetchFailed,
@@ -43,7 +44,6 @@ from stages.errors import (
     SourceTooLarge,
     UnsupportedMedia,
 )
-from stages.names import FETCH
 
 _CHUNK = 1024 * 1024
 _PLAYLIST_MAGIC = (b"#EXTM3U", b"ffconcat", b"<?xml", b"<MPD")

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from core.config import StageSettings
 from core.records import Chunk
+from core.stage_names import OCR
 from models.ocr import OcrEngine
 from stages.base import Resources, Stage
-from stages.names import OCR
 
 
 class OcrStage(Stage[Chunk, Chunk]):

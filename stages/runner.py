@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from core.records import Chunk, VideoRef, VideoResult
-from stages.names import DECODE, FETCH
+from core.stage_names import DECODE, FETCH
 from stages.pipeline import Pipeline
 
 

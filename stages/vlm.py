@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 
 from core.config import StageSettings
 from core.records import Chunk, Frame, Image
+from core.stage_names import VLM
 from models.base import VlmEngine
 from models.vlm import engine_for
 from stages.base import Resources, Stage
-from stages.names import VLM
 
 
 class VlmStage(Stage[Chunk, Chunk]):

@@ -15,13 +15,13 @@ from ray.serve.handle import DeploymentResponseGenerator
 from core.config import ServiceConfig
 from core.errors import ReelsenseError
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
+from core.stage_names import EMBED
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.metrics import ActivitySnapshot
 from runtime.pools.application import pools_application
 from runtime.pools.base import INGEST, POOLS_APP, WRITER
 from runtime.pools.ingest import ChunkCredits
 from stages.decode import ResumePoint
-from stages.names import EMBED
 
 
 class RayExecutor(StageExecutor):

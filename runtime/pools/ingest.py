@@ -13,11 +13,11 @@ import ray
 
 from core.config import ServiceConfig
 from core.records import Chunk, VideoRef
+from core.stage_names import DECODE, EMBED, FETCH
 from runtime.executor import FusedChunk, FusedOutputs, IngestItem, PooledChunk, merge_outputs
 from runtime.metrics import ActivitySnapshot, StageActivity, replica_name
 from runtime.pools.base import INGEST, StageRunner, later_stages
 from stages.decode import ResumePoint
-from stages.names import DECODE, EMBED, FETCH
 from stages.pipeline import Pipeline
 
 _END = object()

@@ -1,4 +1,4 @@
-"""The stages' names: the one place they are spelled (config, pools, progress, timings)."""
+"""The stages' names: the one place they are spelled (config, stages, pools, progress, timings)."""
 
 from __future__ import annotations
 

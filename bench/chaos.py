@@ -29,29 +29,19 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from bench.chaos_stack import VIDEO_FPS, ChaosStack, ServiceSet, write_sample_videos
 from bench.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
-from core.config import ServiceConfig
-from devkit.receiver import WebhookReceiver
-from devkit.services import free_port
-from tests.e2e.support import (
-    dump_config,
-    find_replica,
-    publish,
-    service_config,
-    upload_record,
-    wait_healthy,
-    webhook_secret,
-    with_sections,
-)
+from devkit.service_run import ServiceRun
+from devkit.stack import EmbeddedStack
+from devkit.workload import SAMPLE_FPS, write_random_videos
 
 log = logging.getLogger("bench.chaos")
 
@@ -108,11 +98,18 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
     started = time.monotonic()
     root = (options.workdir or Path(tempfile.mkdtemp(prefix="reelsense-chaos-"))).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    soak = _Soak(options, root)
+    stack = EmbeddedStack(root, broker_on_s3=True)
+    await asyncio.to_thread(stack.start)
     try:
-        report = await soak.run()
+        async with ServiceRun(
+            root,
+            bootstrap=stack.bootstrap,
+            redis_url=stack.redis_url,
+            unique=f"chaos{options.seed}",
+        ) as run:
+            report = await _Soak(options, stack, run).run()
     finally:
-        await soak.close()
+        await asyncio.to_thread(stack.stop)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     report["ok"] = not report["failures"]
     if report["ok"] and options.workdir is None:
@@ -124,48 +121,40 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
 
 
 class _Soak:
-    def __init__(self, options: ChaosOptions, root: Path) -> None:
+    def __init__(self, options: ChaosOptions, stack: EmbeddedStack, run: ServiceRun) -> None:
         self.options = options
-        self.root = root
+        self.stack = stack
+        self.service_run = run
         self.rng = random.Random(options.seed)
-        self.stack = ChaosStack(root)
-        self.secret = webhook_secret()
-        self.receiver = WebhookReceiver(secret=self.secret)
-        self.services: ServiceSet | None = None
-        self.store: RedisCheckpointStore | None = None
         self.counts = dict.fromkeys(
             ("kills", "replica_kills", "broker_bounces", "redis_bounces", "rebalances"), 0
         )
         self.leave_exit_codes: list[int | None] = []
-        self.ports = {name: free_port() for name in ("a", "b")}
+        self.unexpected_exits: list[str] = []
         self.joined_at = 0.0
         self.start_s: list[float] = []  # from start to a healthy API, per (re)start
-        self.session_s = 0.0
+        # Production retry pacing: a lost replica or a Redis restart must not exhaust the
+        # attempts of a video before the part is back.
+        self.config = run.configure(runtime={"retry_backoff_s": (1.0, 5.0, 30.0)})
+        self.session_s = self.config.kafka.session_timeout_ms / 1000
 
     async def run(self) -> dict[str, Any]:
-        options = self.options
-        await asyncio.to_thread(self.stack.start)
-        await self.receiver.start()
+        options, run, config = self.options, self.service_run, self.config
         videos = await asyncio.to_thread(
-            write_sample_videos,
-            self.root / "videos",
+            write_random_videos,
+            run.videos_dir,
             options.videos,
             self.rng,
             seconds=(options.min_seconds, options.max_seconds),
         )
-        config = self._config()
-        self.session_s = config.kafka.session_timeout_ms / 1000
         expected = {
-            v: expected_timestamps_ms(frames, VIDEO_FPS, config.stages.sample_fps)
+            v: expected_timestamps_ms(frames, SAMPLE_FPS, config.stages.sample_fps)
             for v, (_, frames) in videos.items()
         }
         chunks = {v: -(-len(times) // config.stages.chunk_frames) for v, times in expected.items()}
-        self.services = services = ServiceSet(self.root, self._configs(config), self.secret)
-        self.store = RedisCheckpointStore(config.redis)
-        services.start("a")
-        records = [upload_record(v, videos[v][0]) for v in sorted(videos)]
-        await publish(self.stack.bootstrap, config.kafka.topic, records)
-        tracker = _Progress(self.store, chunks, services)
+        run.start_process("a")
+        await run.upload({v: videos[v][0] for v in sorted(videos)})
+        tracker = _Progress(run.store, chunks, self._restart_exited)
         deadline = time.monotonic() + options.deadline_s()
         actions = plan(options, self.rng)
         planned = {kind: sum(1 for a in actions if a.kind == kind) for kind in _KINDS}
@@ -177,12 +166,12 @@ class _Soak:
             log.info("%s at %.0f%% of the work", action.kind, 100 * tracker.share())
             await self._fire(action)
         settled = await tracker.settled(deadline)
-        await _wait_webhooks(self.receiver, sorted(videos), timeout_s=60 if settled else 5)
+        await run.receiver.wait_for_videos(sorted(videos), timeout_s=60 if settled else 5)
         # Graceful: final commits, then the sinks are at rest. In a thread, so that the
         # receiver in this loop still answers deliveries made while the services drain.
-        await asyncio.to_thread(services.stop_all)
+        await asyncio.to_thread(run.stop_processes, timeout_s=120)
         report = await verify(
-            config=config, expected=expected, store=self.store, hooks=self.receiver.received
+            config=config, expected=expected, store=run.store, hooks=run.receiver.requests
         )
         report.update(self.counts)
         report["planned"] = planned  # more than fired: the work ended first
@@ -192,52 +181,37 @@ class _Soak:
         report["redone_bound"] = disruptions * config.kafka.max_in_flight
         if report["redone_chunks"] > report["redone_bound"]:
             report["failures"].append("redone chunks above one per (disruption x video in flight)")
-        report["unexpected_exits"] = services.unexpected_exits
+        report["unexpected_exits"] = self.unexpected_exits
         report["leave_exit_codes"] = self.leave_exit_codes
         if any(code != 0 for code in self.leave_exit_codes):
             report["failures"].append("a leaving service did not stop cleanly on SIGTERM")
-        if services.unexpected_exits:
+        if self.unexpected_exits:
             report["failures"].append("a service exited on its own")
         report["start_s_mean"] = round(sum(self.start_s) / max(1, len(self.start_s)), 1)
         report["start_s_max"] = round(max(self.start_s, default=0.0), 1)
         report["seed"] = options.seed
         return report
 
-    def _config(self) -> ServiceConfig:
-        base = service_config(
-            self.root,
-            bootstrap=self.stack.bootstrap,
-            redis_url=self.stack.redis_url,
-            unique=f"chaos{self.options.seed}",
-            api_port=free_port(),
-            hook_url=self.receiver.url,
-            secret=self.secret,
-        )
-        # Production retry pacing: a lost replica or a Redis restart must not exhaust the
-        # attempts of a video before the part is back.
-        return with_sections(base, runtime={"retry_backoff_s": (1.0, 5.0, 30.0)})
-
-    def _configs(self, config: ServiceConfig) -> dict[str, Path]:
-        return {
-            name: dump_config(
-                with_sections(
-                    config, api={"port": port}, notify={"consumer_name": f"chaos-{name}"}
-                ),
-                self.root / f"service-{name}.yaml",
-            )
-            for name, port in self.ports.items()
-        }
+    def _restart_exited(self) -> None:
+        """A service that exited on its own is a finding; it is restarted so the run goes on."""
+        for name, service in self.service_run.processes.items():
+            code = service.exited()
+            if code is not None:
+                self.unexpected_exits.append(f"{name} exited with {code}")
+                log.warning("service %s exited with %s; restarting", name, code)
+                service.kill()
+                service.start()
 
     async def _fire(self, action: Action) -> None:
-        services = self.services
-        assert services is not None
+        run = self.service_run
         if action.kind == "kill":
-            await asyncio.to_thread(services.kill, "a")
-            services.start("a")
+            service = run.process("a")
+            await asyncio.to_thread(service.kill)
+            service.start()
             self.counts["kills"] += 1
             await self._healthy("a")  # the next disruption meets a running service
         elif action.kind == "replica":
-            if await _kill_replica(services, "ocr"):
+            if await _kill_replica(run, "ocr"):
                 self.counts["replica_kills"] += 1
         elif action.kind == "broker":
             await self.stack.bounce(self.stack.broker, self.rng.uniform(1.0, 3.0))
@@ -246,41 +220,31 @@ class _Soak:
             await self.stack.bounce(self.stack.redis, self.rng.uniform(0.5, 2.0))
             self.counts["redis_bounces"] += 1
         elif action.kind == "join":
-            services.start("b")
+            run.start_process("b")
             await self._healthy("b")  # then its consumer joins the group
             self.joined_at = time.monotonic()
             self.counts["rebalances"] += 1
-        elif action.kind == "leave" and "b" in services.processes:
+        elif action.kind == "leave" and "b" in run.processes and run.processes["b"].running:
             # Leave only once the join's rebalance is over, so that b held partitions.
             await asyncio.sleep(max(0.0, self.joined_at + self.session_s + 2 - time.monotonic()))
-            self.leave_exit_codes.append(await asyncio.to_thread(services.stop, "b"))
+            self.leave_exit_codes.append(await asyncio.to_thread(run.process("b").stop))
             self.counts["rebalances"] += 1
 
     async def _healthy(self, name: str) -> None:
         """Waits for a started service's API; records how long the start took."""
         started = time.monotonic()
         try:
-            await wait_healthy(self.ports[name], timeout_s=300)
-        except AssertionError:
+            await self.service_run.process(name).wait_healthy(timeout_s=300)
+        except TimeoutError:
             log.warning("service %s is not healthy after 300 s", name)
             return
         self.start_s.append(time.monotonic() - started)
 
-    async def close(self) -> None:
-        if self.services is not None:
-            await asyncio.to_thread(self.services.stop_all)
-        if self.store is not None:
-            with contextlib.suppress(Exception):
-                await self.store.close()
-        await self.receiver.stop()
-        await asyncio.to_thread(self.stack.stop)
 
-
-async def _kill_replica(services: ServiceSet, deployment: str) -> bool:
+async def _kill_replica(run: ServiceRun, deployment: str) -> bool:
     """SIGKILL one replica of ``deployment`` under service ``a`` (Serve starts a new one)."""
     for _ in range(120):
-        process = services.processes.get("a")
-        replica = find_replica(process, deployment) if process is not None else None
+        replica = run.process("a").replica(deployment)
         if replica is not None:
             with contextlib.suppress(psutil.NoSuchProcess):
                 replica.kill()
@@ -295,11 +259,11 @@ class _Progress:
     reset record counts what it had reached before)."""
 
     def __init__(
-        self, store: RedisCheckpointStore, chunks: dict[str, int], services: ServiceSet
+        self, store: RedisCheckpointStore, chunks: dict[str, int], check: Callable[[], None]
     ) -> None:
         self.store = store
         self.chunks = chunks
-        self.services = services
+        self.check = check  # restarts a service that exited on its own
         self.best = dict.fromkeys(chunks, 0)
         self.final: set[str] = set()
 
@@ -328,7 +292,7 @@ class _Progress:
         return False
 
     async def _tick(self) -> None:
-        await asyncio.to_thread(self.services.restart_exited)
+        await asyncio.to_thread(self.check)
         with contextlib.suppress(Exception):  # Redis may be down for a moment
             await self._poll()
 
@@ -345,15 +309,6 @@ class _Progress:
                 ocr = status.stages.get("ocr")
                 done = ocr.done if ocr is not None else 0
                 self.best[video_id] = min(total, max(self.best[video_id], done))
-
-
-async def _wait_webhooks(receiver: WebhookReceiver, ids: list[str], *, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        delivered = {h.video_id for h in receiver.received if h.type == "video.done"}
-        if delivered >= set(ids):
-            return
-        await asyncio.sleep(0.2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,8 +21,8 @@ import lance
 from checkpoint.base import CheckpointStore, VideoState, VideoStatus
 from core.config import ServiceConfig
 from devkit.receiver import ReceivedWebhook
+from devkit.workload import committed_and_end, end_offsets_by_reading
 from storage.uri import object_store_from_uri
-from tests.e2e.support import committed_and_end, end_offsets_by_reading
 
 EPSILON_S = 1e-3  # the decoder's slack when a frame time meets a sampling slot
 DONE_EVENT = "video.done"

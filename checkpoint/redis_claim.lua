@@ -6,16 +6,10 @@ local status, old_tenant, old_version = cur[1], cur[2], cur[3]
 if status == 'done' and old_version == version then
   return {1, redis.call('HGETALL', VKEY)}
 end
-local now = now_us()
-if not status then
-  create(tenant, uri, now)
-end
-set_version(old_version, version)
+local now = enter_status('running', status, old_version, tenant, uri, version)
 redis.call('HINCRBY', VKEY, 'epoch', 1)
 redis.call('HINCRBY', VKEY, 'attempts', 1)
-redis.call('HSET', VKEY, 'status', 'running', 'tenant', tenant, 'uri', uri, 'started_at', now,
-  'updated_at', now)
-redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at')
+redis.call('HSET', VKEY, 'started_at', now)
 reindex(status, old_tenant, 'running', tenant, now)
 publish(tenant, 'running', nil, 0, nil, now)
 return {0, redis.call('HGETALL', VKEY)}

@@ -78,6 +78,21 @@ local function set_version(old_version, version)
   redis.call('HSET', VKEY, 'frames', 0, 'pipeline_version', version)
 end
 
+-- A transition out of whatever the record held (``status`` and ``old_version``, nil when it has
+-- no record yet) into ``new_status`` for ``version``: the record made if missing, progress of
+-- another version dropped, and the stage and outcome of an earlier attempt cleared (the caller
+-- sets its own). Returns the time of the transition.
+local function enter_status(new_status, status, old_version, tenant, uri, version)
+  local now = now_us()
+  if not status then
+    create(tenant, uri, now)
+  end
+  set_version(old_version, version)
+  redis.call('HSET', VKEY, 'status', new_status, 'tenant', tenant, 'uri', uri, 'updated_at', now)
+  redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at')
+  return now
+end
+
 -- Fencing for writes after a claim: the caller must own the current epoch of a running record.
 -- Returns nil when the write may go on, else the reply to return.
 local function check_owner(epoch, status, stored_epoch, final)

@@ -19,17 +19,10 @@ else
     return {'again'}  -- the same invalid event replayed
   end
 end
-local now = now_us()
-if not status then
-  create(tenant, uri, now)
-end
-set_version(old_version, version)
-redis.call('HSET', VKEY, 'status', 'failed', 'tenant', tenant, 'uri', uri, 'error_code', code,
-  'error_message', message, 'finished_at', now, 'updated_at', now)
+local now = enter_status('failed', status, old_version, tenant, uri, version)
+redis.call('HSET', VKEY, 'error_code', code, 'error_message', message, 'finished_at', now)
 if stage ~= '' then
   redis.call('HSET', VKEY, 'stage', stage)
-else
-  redis.call('HDEL', VKEY, 'stage')
 end
 reindex(status, old_tenant, 'failed', tenant, now)
 local id = redis.call('XADD', KEYS[3], '*', 'event', event)

@@ -5,13 +5,7 @@ local status, old_tenant, old_version = cur[1], cur[2], cur[3]
 if status == 'queued' or status == 'running' or (status == 'done' and old_version == version) then
   return redis.call('HGETALL', VKEY)
 end
-local now = now_us()
-if not status then
-  create(tenant, uri, now)
-end
-set_version(old_version, version)
-redis.call('HSET', VKEY, 'status', 'queued', 'tenant', tenant, 'uri', uri, 'updated_at', now)
-redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at')
+local now = enter_status('queued', status, old_version, tenant, uri, version)
 reindex(status, old_tenant, 'queued', tenant, now)
 publish(tenant, 'queued', nil, 0, nil, now)
 return redis.call('HGETALL', VKEY)

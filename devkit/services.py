@@ -15,9 +15,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from core.errors import RetryableError
+from devkit.base import LocalPart
 
 HOST = "127.0.0.1"
 
@@ -41,7 +42,7 @@ def wait_for_port(port: int, *, timeout_s: float, process: subprocess.Popen[byte
 
 
 @dataclass
-class LocalProcess:
+class LocalProcess(LocalPart):
     """One service binary run in the background, its output in ``log_path``."""
 
     name: str
@@ -55,7 +56,14 @@ class LocalProcess:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
-    def start(self, *, timeout_s: float = 20.0) -> LocalProcess:
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, *, timeout_s: float = 20.0) -> Self:
+        """Start the binary (unless it runs) and wait until its port answers."""
+        if self.running:
+            return self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - argv built from known binaries
@@ -90,17 +98,6 @@ class LocalProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
-
-    def __enter__(self) -> LocalProcess:
-        return self.start() if self.process is None else self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def tansu_binary() -> str:

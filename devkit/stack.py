@@ -1,59 +1,92 @@
 """The embedded stack: everything the service needs on one machine, no Docker.
 
-Starts Tansu (Kafka protocol) and redis-server as local processes on 127.0.0.1, and gives the
-``ServiceConfig`` that points the service at them with local folders for Lance and objects.
+Starts Tansu (Kafka protocol) and redis-server (AOF on) as local processes on 127.0.0.1, and
+gives the ``ServiceConfig`` that points the service at them with local folders for Lance and
+objects. With ``broker_on_s3`` Tansu keeps its log in a local S3 endpoint (moto) instead of
+memory, so a broker killed and started again keeps every record and committed offset (the
+crash soak restarts it).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import subprocess
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from core.config import ServiceConfig
-from devkit.services import LocalProcess, free_port, redis_server, tansu
+from devkit.base import LocalPart
+from devkit.services import LocalProcess, free_port, moto_server, redis_server, tansu
 
 STATE_FILE = "stack.json"
+BROKER_BUCKET = "broker"
+S3_KEYS = {"AWS_ACCESS_KEY_ID": "devkit", "AWS_SECRET_ACCESS_KEY": "devkit"}
+S3_REGION = "us-east-1"
 
 
-class EmbeddedStack:
-    """Broker + Redis under ``workdir``; a context manager that stops both by PID."""
+class EmbeddedStack(LocalPart):
+    """Broker + Redis (+ moto with ``broker_on_s3``) under ``workdir``, stopped by PID."""
 
-    def __init__(self, workdir: Path, *, api_port: int | None = None) -> None:
+    def __init__(
+        self, workdir: Path, *, api_port: int | None = None, broker_on_s3: bool = False
+    ) -> None:
         self.workdir = workdir.resolve()
         self.api_port = api_port or free_port()
-        self.broker: LocalProcess = tansu(self.workdir / "tansu")
+        self.moto = moto_server(self.workdir / "moto") if broker_on_s3 else None
+        storage = f"s3://{BROKER_BUCKET}/" if broker_on_s3 else "memory://tansu/"
+        self.broker: LocalProcess = tansu(self.workdir / "tansu", storage=storage)
         self.redis: LocalProcess = redis_server(self.workdir / "redis")
 
-    def start(self) -> EmbeddedStack:
+    def start(self) -> Self:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.broker.start()
         try:
+            if self.moto is not None:
+                self._start_broker_storage(self.moto)
+            self.broker.start()
             self.redis.start()
         except BaseException:
-            self.broker.stop()
+            self.stop()
             raise
         (self.workdir / STATE_FILE).write_text(
             json.dumps({"bootstrap": self.bootstrap, "api": self.api_url, "pid": os.getpid()})
         )
         return self
 
+    def _start_broker_storage(self, moto: LocalProcess) -> None:
+        import boto3
+
+        moto.start()
+        endpoint = f"http://127.0.0.1:{moto.port}"
+        keys = {name.lower(): value for name, value in S3_KEYS.items()}
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name=S3_REGION, **keys)
+        s3.create_bucket(Bucket=BROKER_BUCKET)
+        # What Tansu's object store client reads: keys, region, endpoint, plain HTTP allowed.
+        self.broker.env.update(
+            {
+                **S3_KEYS,
+                "AWS_DEFAULT_REGION": S3_REGION,
+                "AWS_ENDPOINT": endpoint,
+                "AWS_ALLOW_HTTP": "true",
+            }
+        )
+
     def stop(self) -> None:
+        """Stops every part, even when stopping one of them fails."""
         (self.workdir / STATE_FILE).unlink(missing_ok=True)
-        self.broker.stop()
-        self.redis.stop()
+        for part in (self.broker, self.redis, self.moto):
+            if part is not None:
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    part.stop()
 
-    def __enter__(self) -> EmbeddedStack:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    async def bounce(self, part: LocalProcess, down_s: float) -> None:
+        """kill -9 of ``part``, down for ``down_s``, started again with the same argv (port,
+        data), as when a broker or Redis pod crashes and comes back."""
+        await asyncio.to_thread(part.kill)
+        await asyncio.sleep(down_s)
+        await asyncio.to_thread(part.start, timeout_s=60)
 
     @property
     def bootstrap(self) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import boto3
 import botocore.exceptions
@@ -28,13 +28,18 @@ _S3_REJECTED = {
     "KeyTooLongError",
     "403",
 }
+T = TypeVar("T")
 _S3_MISSING = {"NoSuchKey", "404", "NotFound"}
+
+
+def _error_code(exc: botocore.exceptions.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def map_s3_error(exc: Exception, what: str) -> ReelsenseError:
     """botocore's exceptions as StoreUnavailable (retry) or StoreRejected (do not)."""
     if isinstance(exc, botocore.exceptions.ClientError):
-        code = str(exc.response.get("Error", {}).get("Code", ""))
+        code = _error_code(exc)
         if code in _S3_REJECTED:
             return StoreRejected(f"{what}: S3 {code}: {exc}")
         return StoreUnavailable(f"{what}: S3 {code}: {exc}")
@@ -65,26 +70,27 @@ class S3ObjectStore(ObjectStore):
             raise map_s3_error(exc, f"put s3://{self.bucket}/{self._key(key)}") from exc
 
     def get_bytes(self, key: str) -> bytes | None:
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-            return bytes(response["Body"].read())
-        except botocore.exceptions.ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code", "")) in _S3_MISSING:
-                return None
-            raise map_s3_error(exc, f"get s3://{self.bucket}/{self._key(key)}") from exc
-        except Exception as exc:
-            raise map_s3_error(exc, f"get s3://{self.bucket}/{self._key(key)}") from exc
+        def read(s3_key: str) -> bytes:
+            return bytes(self.client.get_object(Bucket=self.bucket, Key=s3_key)["Body"].read())
+
+        return self._unless_missing("get", key, read)
 
     def exists(self, key: str) -> bool:
-        try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        def head(s3_key: str) -> bool:
+            self.client.head_object(Bucket=self.bucket, Key=s3_key)
             return True
-        except botocore.exceptions.ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code", "")) in _S3_MISSING:
-                return False
-            raise map_s3_error(exc, f"head s3://{self.bucket}/{self._key(key)}") from exc
+
+        return self._unless_missing("head", key, head) or False
+
+    def _unless_missing(self, verb: str, key: str, call: Callable[[str], T]) -> T | None:
+        """``call(s3_key)``; None when there is no such object, any other failure mapped."""
+        s3_key = self._key(key)
+        try:
+            return call(s3_key)
         except Exception as exc:
-            raise map_s3_error(exc, f"head s3://{self.bucket}/{self._key(key)}") from exc
+            if isinstance(exc, botocore.exceptions.ClientError) and _error_code(exc) in _S3_MISSING:
+                return None
+            raise map_s3_error(exc, f"{verb} s3://{self.bucket}/{s3_key}") from exc
 
     def _pages(self, prefix: str) -> Iterator[dict[str, Any]]:
         paginator = self.client.get_paginator("list_objects_v2")

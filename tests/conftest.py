@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from devkit.services import LocalProcess, moto_server, redis_server, tansu
+
+if TYPE_CHECKING:
+    from devkit.service_run import ServiceRun
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -104,6 +108,21 @@ def ray_session(services_dir: Path) -> Iterator[None]:
 def unique() -> str:
     """A short random suffix for topic, group, key and table names of one test."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+async def service_run(
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str, unique: str
+) -> AsyncIterator[ServiceRun]:
+    """A throwaway run of the service for one test: its config (names unique to the test,
+    folders under ``tmp_path``), a webhook receiver with the secret, a checkpoint store. The
+    test starts the service (in this process or as processes); the run stops it afterwards."""
+    from devkit.service_run import ServiceRun  # Lance, Kafka and Redis clients: only here
+
+    async with ServiceRun(
+        tmp_path, bootstrap=kafka_bootstrap, redis_url=redis_url, unique=unique
+    ) as run:
+        yield run
 
 
 @pytest.fixture

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -217,6 +219,14 @@ def thread_counts(threads: str) -> dict[str, int]:
 def cores() -> int:
     """CPUs this process may run on (a CPU set or ``taskset`` narrows them)."""
     return len(os.sched_getaffinity(0)) or 1
+
+
+def mode_main(run: Callable[[RunSpec], ModeResult]) -> None:
+    """A mode process: ``python -m bench.modes.<mode> SPEC OUT`` runs ``run`` on the spec
+    read from SPEC and writes its result to OUT."""
+    quiet_environment()
+    spec = RunSpec.from_json(Path(sys.argv[1]).read_text())
+    run(spec).write(Path(sys.argv[2]))
 
 
 def quiet_environment() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +29,8 @@ from bench.modes.common import (
     RunSpec,
     cores,
     local_config,
+    mode_main,
     now,
-    quiet_environment,
 )
 from core.config import ServiceConfig
 from core.records import Chunk, Frame, OcrLine, VideoRef
@@ -293,11 +292,5 @@ def _read_spans(folder: Path) -> list[Activity]:
     return timeline
 
 
-def main() -> None:
-    quiet_environment()
-    spec = RunSpec.from_json(Path(sys.argv[1]).read_text())
-    run(spec).write(Path(sys.argv[2]))
-
-
 if __name__ == "__main__":
-    main()
+    mode_main(run)

@@ -16,7 +16,6 @@ stage work costs when the machine is full (the bottleneck bound is computed from
 from __future__ import annotations
 
 import multiprocessing
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,6 +29,7 @@ from bench.modes.common import (
     RunSpec,
     VideoSpec,
     local_config,
+    mode_main,
     now,
     quiet_environment,
     thread_counts,
@@ -189,11 +189,5 @@ def _worker(spec_json: str, queue: Any, ready: Any, lane: str, out: Path) -> Non
         raise
 
 
-def main() -> None:
-    quiet_environment()
-    spec = RunSpec.from_json(Path(sys.argv[1]).read_text())
-    run(spec).write(Path(sys.argv[2]))
-
-
 if __name__ == "__main__":
-    main()
+    mode_main(run)

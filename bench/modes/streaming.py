@@ -15,7 +15,6 @@ Each replica's activity comes from the pools themselves (a broadcast), for the t
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,8 +29,8 @@ from bench.modes.common import (
     RunSpec,
     VideoSpec,
     cores,
+    mode_main,
     now,
-    quiet_environment,
     stage_overrides,
 )
 from checkpoint.base import VideoState
@@ -40,7 +39,7 @@ from core.config import ServiceConfig
 from devkit.stack import EmbeddedStack
 from runtime.cluster import ray_connection
 from runtime.metrics import sample_values
-from runtime.ray_pools import POOLS_APP
+from runtime.pools.base import POOLS_APP
 from runtime.service import ReelsenseService
 
 _FINAL = (VideoState.DONE, VideoState.FAILED)
@@ -258,11 +257,5 @@ async def _activity(fused: frozenset[str]) -> list[Activity]:
     return timeline
 
 
-def main() -> None:
-    quiet_environment()
-    spec = RunSpec.from_json(Path(sys.argv[1]).read_text())
-    run(spec).write(Path(sys.argv[2]))
-
-
 if __name__ == "__main__":
-    main()
+    mode_main(run)

@@ -86,6 +86,26 @@ async def finish(cp: Ctx, video_id: str, version: str = V1, tenant: str = "acme"
     return claim.epoch
 
 
+async def fail(
+    cp: Ctx,
+    video_id: str,
+    epoch: int | None,
+    code: str,
+    message: str = "x",
+    stage: str | None = None,
+) -> None:
+    """``mark_failed`` under version V1, with the video's ``video.failed`` outbox entry."""
+    await cp.store.mark_failed(
+        ref(video_id),
+        epoch,
+        code=code,
+        message=message,
+        pipeline_version=V1,
+        stage=stage,
+        outbox=event(video_id, "video.failed"),
+    )
+
+
 async def test_lifecycle_queued_running_advance_done(cp: Ctx) -> None:
     queued = await cp.store.mark_queued(ref("v1"), V1)
     assert queued.status is VideoState.QUEUED
@@ -163,6 +183,37 @@ async def test_stage_progress_survives_a_reclaim_only_under_the_same_version(cp:
     assert third.status.pipeline_version == V2
 
 
+async def test_each_transition_clears_what_the_attempt_before_left(cp: Ctx) -> None:
+    """A failure keeps the stage it names and drops the one at work; a new attempt (queued,
+    then running) drops the failure's stage, code, message and finish time."""
+    first = await cp.store.claim(ref("v1"), V1)
+    await cp.store.advance("v1", first.epoch, "ocr", 1)
+    await fail(cp, "v1", first.epoch, "decode_error", "broken")
+    failed = await cp.store.get("v1")
+    assert failed is not None
+    assert (failed.status, failed.stage) == (VideoState.FAILED, None)
+    assert (failed.error_code, failed.error_message) == ("decode_error", "broken")
+    assert failed.started_at is not None
+    assert failed.finished_at == failed.updated_at
+
+    second = await cp.store.claim(ref("v1"), V1)
+    await fail(cp, "v1", second.epoch, "ocr_error", stage="ocr")
+    assert (await cp.store.get("v1")).stage == "ocr"  # type: ignore[union-attr]
+
+    requeued = await cp.store.mark_queued(ref("v1", tenant="other"), V1)
+    assert (requeued.status, requeued.tenant, requeued.stage) == (VideoState.QUEUED, "other", None)
+    assert (requeued.error_code, requeued.error_message, requeued.finished_at) == (None, None, None)
+    third = await cp.store.claim(ref("v1", tenant="other"), V1)
+    assert (third.status.status, third.status.stage, third.status.error_code) == (
+        VideoState.RUNNING,
+        None,
+        None,
+    )
+    assert third.status.started_at is not None
+    assert third.status.started_at > failed.started_at
+    assert third.status.attempts == 3
+
+
 async def test_a_stale_epoch_cannot_write(cp: Ctx) -> None:
     old = await cp.store.claim(ref("v1"), V1)
     new = await cp.store.claim(ref("v1"), V1)
@@ -173,15 +224,7 @@ async def test_a_stale_epoch_cannot_write(cp: Ctx) -> None:
     with pytest.raises(StaleEpoch):
         await cp.store.mark_done("v1", old.epoch, frames=1, timings={}, outbox=event("v1"))
     with pytest.raises(StaleEpoch):
-        await cp.store.mark_failed(
-            ref("v1"),
-            old.epoch,
-            code="x",
-            message="x",
-            pipeline_version=V1,
-            stage=None,
-            outbox=event("v1", "video.failed"),
-        )
+        await fail(cp, "v1", old.epoch, "x")
     record = await cp.store.get("v1")
     assert record is not None
     assert record.status is VideoState.RUNNING
@@ -201,29 +244,12 @@ async def test_a_retried_final_transition_adds_no_second_outbox_entry(cp: Ctx) -
     await cp.store.mark_done("v1", epoch, frames=3, timings={}, outbox=event("v1"))
     claim = await cp.store.claim(ref("v2"), V1)
     for _ in range(2):
-        await cp.store.mark_failed(
-            ref("v2"),
-            claim.epoch,
-            code="decode_error",
-            message="broken",
-            pipeline_version=V1,
-            stage="decode",
-            outbox=event("v2", "video.failed"),
-        )
+        await fail(cp, "v2", claim.epoch, "decode_error", "broken", stage="decode")
     assert await cp.raw.xlen(cp.key("outbox")) == 2
 
 
 async def test_mark_failed_for_a_video_never_claimed(cp: Ctx) -> None:
-    failed = event("bad-1", "video.failed")
-    await cp.store.mark_failed(
-        ref("bad-1"),
-        None,
-        code="event_invalid",
-        message="no uri",
-        pipeline_version=V1,
-        stage=None,
-        outbox=failed,
-    )
+    await fail(cp, "bad-1", None, "event_invalid", "no uri")
     record = await cp.store.get("bad-1")
     assert record is not None
     assert record.status is VideoState.FAILED
@@ -231,30 +257,14 @@ async def test_mark_failed_for_a_video_never_claimed(cp: Ctx) -> None:
     assert record.error_message == "no uri"
     assert record.created_at is not None
     # The same invalid event replayed changes nothing and notifies once.
-    await cp.store.mark_failed(
-        ref("bad-1"),
-        None,
-        code="event_invalid",
-        message="no uri",
-        pipeline_version=V1,
-        stage=None,
-        outbox=failed,
-    )
+    await fail(cp, "bad-1", None, "event_invalid", "no uri")
     entries = await cp.store.read_outbox("n1", block_ms=0)
     assert [e.type for _, e in entries] == ["video.failed"]
 
     # An unclaimed failure must not overwrite a video another attempt owns.
     running = await cp.store.claim(ref("v2"), V1)
     with pytest.raises(StaleEpoch):
-        await cp.store.mark_failed(
-            ref("v2"),
-            None,
-            code="event_invalid",
-            message="dup",
-            pipeline_version=V1,
-            stage=None,
-            outbox=event("v2", "video.failed"),
-        )
+        await fail(cp, "v2", None, "event_invalid", "dup")
     assert (await cp.store.get("v2")).status is VideoState.RUNNING  # type: ignore[union-attr]
 
     # A failed video comes back as queued, keeping its epoch (it never goes down).

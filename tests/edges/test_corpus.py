@@ -10,7 +10,7 @@ Nothing may leave the machine: a guard in this process refuses (and records) any
 to an address outside loopback, the service runs with ``limits.allow_private=False`` so the
 fetch replicas refuse internal targets before connecting, and a loopback trap that the SSRF
 cases aim at must never see a connection. The cases that need a stub resolver (a test host
-name that maps to an internal address) run against ``stages.netguard`` in this process.
+name that maps to an internal address) run against ``stages.fetch.download`` in this process.
 """
 
 from __future__ import annotations
@@ -30,19 +30,17 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from checkpoint.base import VideoState, VideoStatus
-from consumers.dead_letter import DeadLetter
+from consumers.dead_letter import DeadLetterHeaders
 from consumers.events import VideoUploaded
+from core import netguard
 from core.config import LimitSettings
 from core.errors import ReelsenseError
 from devkit.receiver import WebhookReceiver
-from devkit.services import free_port
-from runtime.service import ReelsenseService
-from stages import netguard
-from stages.fetch import probe_video
-from tests.e2e.support import service_config, upload_record, wait_final, webhook_secret
+from devkit.service_run import ServiceRun
+from devkit.workload import KafkaRecord, Published, read_records, upload_record
+from stages.fetch import download, probe_video
 from tests.edges.corpus import (
     EVENT_CASES,
     LIMITS,
@@ -136,20 +134,13 @@ class Trap:
 
 
 @dataclass
-class Published:
-    key: bytes | None
-    partition: int
-    offset: int
-
-
-@dataclass
 class CorpusRun:
     topic: str
     api: str
     media_ids: dict[str, str]  # case name -> video id
     events: dict[str, Published]  # case name -> where its record went
     statuses: dict[str, VideoStatus]
-    dead_letters: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]
+    dead_letters: list[KafkaRecord]
     receiver: WebhookReceiver
     guard: Guard
     trap: Trap
@@ -160,53 +151,10 @@ class CorpusRun:
 
     def failed_hooks(self, video_id: str) -> list[dict[str, Any]]:
         return [
-            h.body
-            for h in self.receiver.received
+            h.payload
+            for h in self.receiver.requests
             if h.verified and h.type == "video.failed" and h.video_id == video_id
         ]
-
-
-async def _publish(
-    bootstrap: str,
-    topic: str,
-    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]],
-) -> list[Published]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
-        sent = []
-        for key, value, headers in records:
-            meta = await producer.send_and_wait(topic, value, key=key, headers=headers)
-            sent.append(Published(key, meta.partition, meta.offset))
-        return sent
-    finally:
-        await producer.stop()
-
-
-async def _read_dead_letters(
-    bootstrap: str, topic: str, expected: int
-) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    await consumer.start()
-    found: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
-    try:
-        deadline = time.monotonic() + 60
-        while len(found) < expected and time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=500)
-            for records in batch.values():
-                found += [(r.key, r.value, list(r.headers)) for r in records]
-    finally:
-        await consumer.stop()
-    return found
-
-
-async def _wait_hooks(receiver: WebhookReceiver, video_ids: set[str], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        seen = {h.video_id for h in receiver.received if h.type == "video.failed"}
-        if video_ids <= seen:
-            return
-        await asyncio.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -227,102 +175,82 @@ async def corpus(
 
     with loopback_only() as guard:
         trap = await Trap().start()
-        secret = webhook_secret()
-        receiver = await WebhookReceiver(secret=secret).start()
-        api_port = free_port()
-        config = service_config(
-            base,
-            bootstrap=kafka_bootstrap,
-            redis_url=redis_url,
-            unique=unique,
-            api_port=api_port,
-            hook_url=receiver.url,
-            secret=secret,
-        )
-        config = config.model_copy(
-            update={"limits": LimitSettings(file_roots=(str(root),), **LIMITS)}  # type: ignore[arg-type]
-        )
+        run = ServiceRun(base, bootstrap=kafka_bootstrap, redis_url=redis_url, unique=unique)
+        config = run.configure(limits={"file_roots": (str(root),), **LIMITS})
         assert config.limits.allow_private is False
         ctx = Context(root=root, outside=outside, trap_port=trap.port)
 
         media_ids = {case.name: f"bad-{case.name}" for case in MEDIA_CASES}
-        records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
+        records: list[KafkaRecord] = []
         names: list[str] = []
         for case in MEDIA_CASES:
             event = VideoUploaded(video_id=media_ids[case.name], uri=case.build(ctx))
-            records.append((event.video_id.encode(), event.to_bytes(), []))
+            records.append(KafkaRecord(event.video_id.encode(), event.to_bytes()))
             names.append(f"media:{case.name}")
         for bad in EVENT_CASES:
-            records.append((bad.key, bad.value(ctx), [("trace-id", bad.name.encode())]))
+            records.append(KafkaRecord(bad.key, bad.value(ctx), [("trace-id", bad.name.encode())]))
             names.append(f"event:{bad.name}")
         middle = len(records) // 2
         before = upload_record(VALID_BEFORE, valid[VALID_BEFORE])
         between = upload_record(VALID_BETWEEN, valid[VALID_BETWEEN])
-        records = [(*before, []), *records[:middle], (*between, []), *records[middle:]]
+        records = [before, *records[:middle], between, *records[middle:]]
         names = ["valid", *names[:middle], "valid", *names[middle:]]
 
-        service = ReelsenseService(config)
-        await service.start()
-        running = asyncio.create_task(service.run())
         try:
-            started = time.monotonic()
-            sent = await _publish(kafka_bootstrap, config.kafka.topic, records)
-            events = {
-                name.split(":", 1)[1]: where
-                for name, where in zip(names, sent, strict=True)
-                if name.startswith("event:")
-            }
-            ids = [*media_ids.values(), VALID_BEFORE, VALID_BETWEEN]
-            ids += [c.status_id for c in EVENT_CASES if c.status_id is not None]
-            statuses = await wait_final(service.store, ids, timeout_s=900)
-            seconds = time.monotonic() - started
-            # A valid video after all of them.
-            await _publish(
-                kafka_bootstrap,
-                config.kafka.topic,
-                [(*upload_record(VALID_AFTER, valid[VALID_AFTER]), [])],
-            )
-            after = (await wait_final(service.store, [VALID_AFTER], timeout_s=300))[VALID_AFTER]
-            failed = {s.video_id for s in statuses.values() if s.status is VideoState.FAILED}
-            await _wait_hooks(receiver, failed, timeout_s=120)
-            dead = await _read_dead_letters(
-                kafka_bootstrap, config.kafka.dead_letter_topic, len(EVENT_CASES)
-            )
-            api = f"http://127.0.0.1:{api_port}"
-            expected = {(w.partition, w.offset) for w in events.values()}
-            async with httpx.AsyncClient(base_url=api, timeout=30) as client:
-                healthz = (await client.get("/healthz")).status_code
-                # The listing reads the dead-letter topic as it stands: ask again until every
-                # dead letter published above shows (bounded), so a slow broker fetch is no miss.
-                for _ in range(20):
-                    listed = await client.get("/v1/dead-letters", params={"limit": 500})
-                    assert listed.status_code == 200, listed.text
-                    seen = {
-                        (d["data"].get("original_partition"), d["data"].get("original_offset"))
-                        for d in listed.json()["items"]
-                    }
-                    if expected <= seen:
-                        break
-                    await asyncio.sleep(1.0)
-            yield CorpusRun(
-                topic=config.kafka.topic,
-                api=api,
-                media_ids=media_ids,
-                events=events,
-                statuses=statuses,
-                dead_letters=dead,
-                receiver=receiver,
-                guard=guard,
-                trap=trap,
-                after_valid=after,
-                healthz_after=healthz,
-                api_dead_letters=listed.json()["items"],
-                seconds=seconds,
-            )
+            async with run:
+                await run.start_in_process()
+                started = time.monotonic()
+                sent = await run.publish(records)
+                events = {
+                    name.split(":", 1)[1]: where
+                    for name, where in zip(names, sent, strict=True)
+                    if name.startswith("event:")
+                }
+                ids = [*media_ids.values(), VALID_BEFORE, VALID_BETWEEN]
+                ids += [c.status_id for c in EVENT_CASES if c.status_id is not None]
+                statuses = await run.wait_final(ids, timeout_s=900)
+                seconds = time.monotonic() - started
+                # A valid video after all of them.
+                await run.upload({VALID_AFTER: valid[VALID_AFTER]})
+                after = (await run.wait_final([VALID_AFTER], timeout_s=300))[VALID_AFTER]
+                failed = {s.video_id for s in statuses.values() if s.status is VideoState.FAILED}
+                await run.receiver.wait_for_videos(failed, event_type="video.failed", timeout_s=120)
+                dead = await read_records(
+                    kafka_bootstrap, config.kafka.dead_letter_topic, len(EVENT_CASES), timeout_s=60
+                )
+                api = f"http://127.0.0.1:{config.api.port}"
+                expected = {(w.partition, w.offset) for w in events.values()}
+                async with httpx.AsyncClient(base_url=api, timeout=30) as client:
+                    healthz = (await client.get("/healthz")).status_code
+                    # The listing reads the dead-letter topic as it stands: ask again until
+                    # every dead letter published above shows (bounded), so a slow broker
+                    # fetch is no miss.
+                    for _ in range(20):
+                        listed = await client.get("/v1/dead-letters", params={"limit": 500})
+                        assert listed.status_code == 200, listed.text
+                        seen = {
+                            (d["data"].get("original_partition"), d["data"].get("original_offset"))
+                            for d in listed.json()["items"]
+                        }
+                        if expected <= seen:
+                            break
+                        await asyncio.sleep(1.0)
+                yield CorpusRun(
+                    topic=config.kafka.topic,
+                    api=api,
+                    media_ids=media_ids,
+                    events=events,
+                    statuses=statuses,
+                    dead_letters=dead,
+                    receiver=run.receiver,
+                    guard=guard,
+                    trap=trap,
+                    after_valid=after,
+                    healthz_after=healthz,
+                    api_dead_letters=listed.json()["items"],
+                    seconds=seconds,
+                )
         finally:
-            service.request_stop()
-            await running
-            await receiver.stop()
             await trap.stop()
 
 
@@ -367,12 +295,12 @@ async def test_bad_upload_fails_with_its_reason(corpus: CorpusRun, case: MediaCa
 
 def _dead_letter_of(
     run: CorpusRun, case: EventCase
-) -> tuple[bytes | None, bytes | None, DeadLetter, dict[str, bytes]]:
+) -> tuple[bytes | None, bytes | None, DeadLetterHeaders, dict[str, bytes]]:
     where = run.events[case.name]
-    for key, value, headers in run.dead_letters:
-        letter = DeadLetter.from_headers(headers)
+    for record in run.dead_letters:
+        letter = DeadLetterHeaders.from_headers(record.headers)
         if (letter.original_partition, letter.original_offset) == (where.partition, where.offset):
-            return key, value, letter, dict(headers)
+            return record.key, record.value, letter, dict(record.headers)
     raise AssertionError(f"no dead letter for {case.name} at {where}")
 
 
@@ -440,9 +368,8 @@ def test_service_stays_healthy_and_valid_videos_finish(corpus: CorpusRun) -> Non
         assert status.frames >= 2
     assert corpus.after_valid.status is VideoState.DONE, corpus.after_valid
     assert corpus.healthz_after == 200
-    done_hooks = {h.video_id for h in corpus.receiver.received if h.type == "video.done"}
-    assert {VALID_BEFORE, VALID_BETWEEN} <= done_hooks
-    assert all(h.verified for h in corpus.receiver.received)
+    assert {VALID_BEFORE, VALID_BETWEEN} <= corpus.receiver.videos("video.done")
+    assert all(h.verified for h in corpus.receiver.requests)
     print(f"corpus: {len(MEDIA_CASES) + len(EVENT_CASES)} cases final in {corpus.seconds:.1f} s")
 
 
@@ -486,18 +413,17 @@ class _Content(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-class _ToLoopback(httpx.HTTPTransport):
-    """Routes every (pinned, public) request to the local content server."""
+class _ToLoopback(netguard.PinnedTransport):
+    """Reaches every checked (public) address on the local content server; records them."""
 
     def __init__(self, port: int) -> None:
-        super().__init__()
+        super().__init__(route=self._route)
         self.port = port
         self.hosts: list[str] = []
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        self.hosts.append(str(request.url.host))
-        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self.port)
-        return super().handle_request(request)
+    def _route(self, address: netguard.IPAddress, port: int) -> tuple[str, int]:
+        self.hosts.append(str(address))
+        return "127.0.0.1", self.port
 
 
 @pytest.fixture(scope="module")
@@ -524,13 +450,13 @@ async def test_resolved_and_redirected_targets(
     _Content.requests.clear()
     transport = _ToLoopback(content_port)
     dest = tmp_path / "download"
-    policy = netguard.FetchPolicy(max_bytes=10**6, max_redirects=3)
+    policy = LimitSettings(max_bytes=10**6, max_redirects=3)
     limits = LimitSettings(**LIMITS)  # type: ignore[arg-type]
     try:
         with loopback_only() as guard:
 
             def fetch_and_probe() -> None:
-                netguard.download(
+                download(
                     case.url.format(trap=trap.port),
                     dest,
                     policy,

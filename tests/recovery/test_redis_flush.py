@@ -4,9 +4,7 @@ yet committed replay: every video still ends correct in the sinks, nothing doubl
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -22,20 +20,10 @@ from bench.chaos_verify import (
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from devkit.receiver import WebhookReceiver
-from devkit.services import LocalProcess, free_port
+from devkit.service_run import ServiceRun
+from devkit.services import LocalProcess
+from devkit.workload import write_videos
 from sinks.lance import LanceSummarySink
-from tests.e2e.support import (
-    dump_config,
-    kill_service,
-    publish,
-    service_config,
-    start_service,
-    stop_service,
-    upload_record,
-    webhook_secret,
-    write_videos,
-)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(340)]
 
@@ -76,76 +64,54 @@ async def _wait_settled(
     )
 
 
-async def test_flushall_then_restart(
-    tmp_path: Path, kafka_bootstrap: str, flushable_redis: str, unique: str
-) -> None:
-    secret = webhook_secret()
-    receiver = await WebhookReceiver(secret=secret).start()
-    config = service_config(
-        tmp_path,
-        bootstrap=kafka_bootstrap,
-        redis_url=flushable_redis,
-        unique=unique,
-        api_port=free_port(),
-        hook_url=receiver.url,
-        secret=secret,
-    )
-    config_path = dump_config(config, tmp_path / "service.yaml")
-    videos = write_videos(tmp_path / "videos", VIDEOS, seconds_per_scene=SECONDS_PER_SCENE)
+async def test_flushall_then_restart(service_run: ServiceRun, flushable_redis: str) -> None:
+    run = service_run
+    config = run.configure(redis={"url": flushable_redis})
+    store = run.store
+    videos = write_videos(run.videos_dir, VIDEOS, seconds_per_scene=SECONDS_PER_SCENE)
     ids = sorted(videos)
     expected = {v: expected_timestamps_ms(2 * round(SECONDS_PER_SCENE * 10), 10, 1.0) for v in ids}
-    store = RedisCheckpointStore(config.redis)
-    log = tmp_path / "service.log"
-    ray_tmp = Path(f"/tmp/rs-{unique}")
-    process = start_service(config_path, secret, log, ray_tmp=ray_tmp)
-    try:
-        await publish(
-            kafka_bootstrap, config.kafka.topic, [upload_record(v, videos[v]) for v in ids]
-        )
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            statuses = await read_statuses(store, ids)
-            states = [s.status for s in statuses.values()]
-            if states.count(VideoState.DONE) >= 2 and VideoState.RUNNING in states:
-                break
-            await asyncio.sleep(0.2)
-        else:
-            raise AssertionError("the service made no progress")
-
-        client = aioredis.Redis.from_url(flushable_redis)
-        await client.flushall()
-        await client.aclose()
-        await asyncio.sleep(2)  # the running service meets the empty Redis
-        kill_service(process, ray_tmp=ray_tmp)
-        process = start_service(config_path, secret, log, ray_tmp=ray_tmp)
-
-        await _wait_settled(store, config, ids, timeout_s=240)
-        await asyncio.sleep(3)  # deliveries of rebuilt records
-        assert stop_service(process, ray_tmp=ray_tmp) == 0
-
+    service = run.start_process()
+    await run.upload(videos)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
         statuses = await read_statuses(store, ids)
-        assert all(s.status is VideoState.DONE for s in statuses.values()), statuses
-        frames, rows = check_frames(config.storage.lance_uri, expected)
-        assert frames["missing_rows"] == 0, frames
-        assert frames["duplicate_rows"] == 0, frames
-        assert frames["unexpected_rows"] == 0, frames
-        assert all(s.frames == rows[v] for v, s in statuses.items())
-        assert _in_sinks(config) == set(ids)
-        table = check_videos_table(config.storage.lance_uri, statuses)
-        assert table == {
-            "video_rows_missing": 0,
-            "video_rows_duplicate": 0,
-            "video_rows_mismatched": [],
-        }, table
-        objects = check_objects(config, ids)
-        assert objects["documents_missing"] == [], objects
-        assert objects["documents_extra"] == 0, objects
-        version = next(iter({s.pipeline_version for s in statuses.values()}))
-        hooks = check_webhooks(receiver.received, ids, version)
-        assert hooks["duplicate_webhook_ids"] == 0, hooks
-        assert hooks["webhooks_with_wrong_id"] == 0, hooks
-    finally:
-        stop_service(process, timeout_s=60, ray_tmp=ray_tmp)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-        await store.close()
-        await receiver.stop()
+        states = [s.status for s in statuses.values()]
+        if states.count(VideoState.DONE) >= 2 and VideoState.RUNNING in states:
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError("the service made no progress")
+
+    client = aioredis.Redis.from_url(flushable_redis)
+    await client.flushall()
+    await client.aclose()
+    await asyncio.sleep(2)  # the running service meets the empty Redis
+    await asyncio.to_thread(service.kill)
+    service.start()
+
+    await _wait_settled(store, config, ids, timeout_s=240)
+    await asyncio.sleep(3)  # deliveries of rebuilt records
+    assert await asyncio.to_thread(service.stop) == 0, service.log_tail()
+
+    statuses = await read_statuses(store, ids)
+    assert all(s.status is VideoState.DONE for s in statuses.values()), statuses
+    frames, rows = check_frames(config.storage.lance_uri, expected)
+    assert frames["missing_rows"] == 0, frames
+    assert frames["duplicate_rows"] == 0, frames
+    assert frames["unexpected_rows"] == 0, frames
+    assert all(s.frames == rows[v] for v, s in statuses.items())
+    assert _in_sinks(config) == set(ids)
+    table = check_videos_table(config.storage.lance_uri, statuses)
+    assert table == {
+        "video_rows_missing": 0,
+        "video_rows_duplicate": 0,
+        "video_rows_mismatched": [],
+    }, table
+    objects = check_objects(config, ids)
+    assert objects["documents_missing"] == [], objects
+    assert objects["documents_extra"] == 0, objects
+    version = next(iter({s.pipeline_version for s in statuses.values()}))
+    hooks = check_webhooks(run.receiver.requests, ids, version)
+    assert hooks["duplicate_webhook_ids"] == 0, hooks
+    assert hooks["webhooks_with_wrong_id"] == 0, hooks

@@ -4,7 +4,6 @@ chunks that were not persisted yet, and the result is the same as an uninterrupt
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,23 +13,10 @@ import pytest
 from bench.chaos_verify import expected_timestamps_ms
 from checkpoint.base import VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
-from devkit.receiver import WebhookReceiver
 from devkit.samples import Scene, write_video
-from devkit.services import free_port
+from devkit.service_run import ServiceRun
+from devkit.workload import frame_keys
 from tests.consumers import wait_until
-from tests.e2e.support import (
-    dump_config,
-    frame_keys,
-    kill_service,
-    publish,
-    service_config,
-    start_service,
-    stop_service,
-    upload_record,
-    wait_final,
-    webhook_secret,
-    with_sections,
-)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(340)]
 
@@ -68,63 +54,39 @@ async def _wait_persisted(
     raise AssertionError(f"no progress to {at_least} chunks: {status}")
 
 
-async def test_restart_computes_only_the_remaining_chunks(
-    tmp_path: Path, kafka_bootstrap: str, redis_url: str, unique: str
-) -> None:
-    secret = webhook_secret()
-    receiver = await WebhookReceiver(secret=secret).start()
-    config = with_sections(
-        service_config(
-            tmp_path,
-            bootstrap=kafka_bootstrap,
-            redis_url=redis_url,
-            unique=unique,
-            api_port=free_port(),
-            hook_url=receiver.url,
-            secret=secret,
-        ),
-        stages={"sample_fps": SAMPLE_FPS, "chunk_frames": CHUNK_FRAMES},
-    )
-    config_path = dump_config(config, tmp_path / "service.yaml")
-    path = _long_video(tmp_path / "videos")
+async def test_restart_computes_only_the_remaining_chunks(service_run: ServiceRun) -> None:
+    run = service_run
+    config = run.configure(stages={"sample_fps": SAMPLE_FPS, "chunk_frames": CHUNK_FRAMES})
+    path = _long_video(run.videos_dir)
     expected = expected_timestamps_ms(SECONDS * VIDEO_FPS, VIDEO_FPS, SAMPLE_FPS)
     total = -(-len(expected) // CHUNK_FRAMES)
     assert total == 60
-    store = RedisCheckpointStore(config.redis)
-    log = tmp_path / "service.log"
-    ray_tmp = Path(f"/tmp/rs-{unique}")
-    process = start_service(config_path, secret, log, ray_tmp=ray_tmp)
-    try:
-        await publish(kafka_bootstrap, config.kafka.topic, [upload_record("long", path)])
-        at_kill = await _wait_persisted(store, "long", int(0.9 * total), timeout_s=240)
-        kill_service(process, ray_tmp=ray_tmp)
+    service = run.start_process()
+    await run.upload({"long": path})
+    at_kill = await _wait_persisted(run.store, "long", int(0.9 * total), timeout_s=240)
+    await asyncio.to_thread(service.kill)
 
-        process = start_service(config_path, secret, log, ray_tmp=ray_tmp)
-        final = (await wait_final(store, ["long"], timeout_s=240))["long"]
-        assert final.status is VideoState.DONE, log.read_text()[-3000:]
+    service.start()
+    final = (await run.wait_final(["long"], timeout_s=240))["long"]
+    assert final.status is VideoState.DONE, service.log_tail()
 
-        in_flight = config.runtime.chunks_in_flight_per_video
-        print(  # shown with -s, and beside a failure
-            f"at the kill: ocr {at_kill.stages['ocr'].done}, persisted {at_kill.chunks_processed}"
-            f"; final: processed {final.chunks_processed}, restored {final.chunks_restored}"
-            f", total {final.chunks_total}"
-        )
-        assert final.chunks_total == total
-        # Everything persisted before the kill came back from the store, not from the models.
-        assert final.chunks_restored >= at_kill.chunks_processed >= 0.85 * total
-        # Only chunks in flight at the kill may have been computed twice.
-        assert final.chunks_processed - total <= in_flight
-        assert final.stages["ocr"].done == total
+    in_flight = config.runtime.chunks_in_flight_per_video
+    print(  # shown with -s, and beside a failure
+        f"at the kill: ocr {at_kill.stages['ocr'].done}, persisted {at_kill.chunks_processed}"
+        f"; final: processed {final.chunks_processed}, restored {final.chunks_restored}"
+        f", total {final.chunks_total}"
+    )
+    assert final.chunks_total == total
+    # Everything persisted before the kill came back from the store, not from the models.
+    assert final.chunks_restored >= at_kill.chunks_processed >= 0.85 * total
+    # Only chunks in flight at the kill may have been computed twice.
+    assert final.chunks_processed - total <= in_flight
+    assert final.stages["ocr"].done == total
 
-        keys = frame_keys(Path(config.storage.lance_uri))
-        assert Counter(keys) == {("long", t): 1 for t in expected}
-        assert final.frames == len(expected)
-        # The persisted chunks are removed just after the outcome is recorded (a crash in
-        # between only leaves space to reclaim), so the service may still be at it.
-        chunks = Path(config.storage.object_store_uri) / "chunks"
-        await wait_until(lambda: not list(chunks.rglob("*.json")), timeout_s=30)
-    finally:
-        stop_service(process, timeout_s=60, ray_tmp=ray_tmp)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-        await store.close()
-        await receiver.stop()
+    keys = frame_keys(Path(config.storage.lance_uri))
+    assert Counter(keys) == {("long", t): 1 for t in expected}
+    assert final.frames == len(expected)
+    # The persisted chunks are removed just after the outcome is recorded (a crash in
+    # between only leaves space to reclaim), so the service may still be at it.
+    chunks = Path(config.storage.object_store_uri) / "chunks"
+    await wait_until(lambda: not list(chunks.rglob("*.json")), timeout_s=30)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -14,9 +13,11 @@ from ray import serve
 
 from checkpoint.base import VideoState
 from consumers.admin import ensure_topics
-from core.config import KafkaSettings, ServiceConfig
+from core.config import KafkaSettings
 from core.records import LocalVideo, VideoRef
+from devkit.service_run import ServiceRun
 from devkit.services import free_port
+from devkit.workload import publish, write_videos
 from runtime.executor import ChunkTicket
 from runtime.metrics import (
     LagReader,
@@ -26,21 +27,6 @@ from runtime.metrics import (
     sample_values,
     start_metrics_server,
 )
-from runtime.service import ReelsenseService
-from tests.e2e.support import (
-    publish,
-    service_config,
-    upload_record,
-    wait_final,
-    webhook_secret,
-    write_videos,
-)
-
-
-def with_runtime(config: ServiceConfig, **runtime: object) -> ServiceConfig:
-    data = {name: getattr(config, name).model_dump() for name in ServiceConfig.model_fields}
-    data["runtime"].update(runtime)
-    return ServiceConfig.load(**data)
 
 
 def test_stage_activity_counts_overlapping_calls_once() -> None:
@@ -171,32 +157,18 @@ async def test_poller_goes_on_when_the_broker_is_unreachable() -> None:
 
 @pytest.mark.slow
 async def test_service_metrics_endpoint_after_real_videos(
-    tmp_path: Path, kafka_bootstrap: str, redis_url: str, serve_apps: None, unique: str
+    service_run: ServiceRun, serve_apps: None
 ) -> None:
-    config = service_config(
-        tmp_path,
-        bootstrap=kafka_bootstrap,
-        redis_url=redis_url,
-        unique=unique,
-        api_port=free_port(),
-        hook_url="http://127.0.0.1:9/unused",
-        secret=webhook_secret(),
-    )
-    config = with_runtime(config, metrics_port=0, metrics_interval_s=0.5)
-    videos = write_videos(tmp_path / "videos", 2)
-    service = ReelsenseService(config)
-    await service.start()
-    running = asyncio.create_task(service.run())
+    run = service_run
+    config = run.configure(runtime={"metrics_port": 0, "metrics_interval_s": 0.5})
+    videos = write_videos(run.videos_dir, 2)
+    service = await run.start_in_process()
     try:
         assert service.metrics_url is not None
         async with httpx.AsyncClient(timeout=10) as client:
             before = sample_values((await client.get(service.metrics_url)).text)
-            await publish(
-                kafka_bootstrap,
-                config.kafka.topic,
-                [upload_record(v, p) for v, p in videos.items()],
-            )
-            statuses = await wait_final(service.store, sorted(videos), timeout_s=300)
+            await run.upload(videos)
+            statuses = await run.wait_final(sorted(videos), timeout_s=300)
             assert all(s.status is VideoState.DONE for s in statuses.values()), statuses
             frames = sum(s.frames for s in statuses.values())
             deadline = time.monotonic() + 30
@@ -210,8 +182,7 @@ async def test_service_metrics_endpoint_after_real_videos(
                     break
                 await asyncio.sleep(0.5)
     finally:
-        service.request_stop()
-        await running
+        await run.stop_in_process()
     # What the service deployed left with it: its API address is free for the next one.
     with pytest.raises(httpx.ConnectError):
         async with httpx.AsyncClient(timeout=10) as client:
@@ -239,22 +210,14 @@ async def test_service_metrics_endpoint_after_real_videos(
 
 @pytest.mark.slow
 async def test_decoding_stays_a_few_chunks_ahead_of_the_caller(
-    tmp_path: Path, redis_url: str, serve_apps: None, unique: str
+    service_run: ServiceRun, serve_apps: None
 ) -> None:
-    from runtime.ray_pools import INGEST, POOLS_APP, RayExecutor
+    from runtime.pools.base import INGEST, POOLS_APP
+    from runtime.pools.executor import RayExecutor
 
-    config = service_config(
-        tmp_path,
-        bootstrap="127.0.0.1:9",
-        redis_url=redis_url,
-        unique=unique,
-        api_port=free_port(),
-        hook_url="http://127.0.0.1:9/unused",
-        secret=webhook_secret(),
-    )
-    config = with_runtime(config, decode_ahead_chunks=2)
+    config = service_run.configure(runtime={"decode_ahead_chunks": 2})
     # 12 s at 1 frame/s, 2 frames per chunk: 6 chunks.
-    path = write_videos(tmp_path / "videos", 1, seconds_per_scene=6.0)["vid-00"]
+    path = write_videos(service_run.videos_dir, 1, seconds_per_scene=6.0)["vid-00"]
     serve.start(http_options={"host": "127.0.0.1", "port": free_port()})
     executor = await asyncio.to_thread(RayExecutor.deploy, config)
     ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)

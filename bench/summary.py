@@ -103,43 +103,12 @@ def _phase_summary(phase: dict[str, Any], sampler: TreeSampler) -> dict[str, Any
 def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSampler]]) -> None:
     """The bound, efficiency and the ratios the acceptance criteria name."""
     modes = report["modes"]
-    cores = count_cores()
-    alone = _bound(modes.get(SINGLE_MODE, {}), cores, SINGLE_MODE)
-    loaded = _bound(modes.get(PER_CORE_MODE, {}), cores, PER_CORE_MODE)
-    report["bound"] = loaded if loaded["videos_per_min"] else alone
-    report["bound_alone"] = alone
-    bound, total = report["bound"]["videos_per_min"], report["bound"]["total_cpu_s_per_video"]
-    for name, summary in modes.items():
-        # The memory runs process other videos (a 10 s clip, then the long one and the burst).
-        if "videos_per_min" in summary and bound and name != MEMORY_MODE:
-            summary["efficiency"] = round(summary["videos_per_min"] / bound, 3)
-            if alone["videos_per_min"]:
-                summary["efficiency_vs_bound_alone"] = round(
-                    summary["videos_per_min"] / alone["videos_per_min"], 3
-                )
-            if "stage_cpu_s_per_video" in summary:
-                summary["cpu_breakdown"] = _breakdown(summary, total, cores)
-
-    def best(prefix: str) -> tuple[str | None, dict[str, Any]]:
-        found = [
-            (name, s) for name, s in modes.items() if name.startswith(prefix) and "error" not in s
-        ]
-        if not found:
-            return None, {}
-        return max(found, key=lambda item: item[1]["videos_per_min"])
-
-    stream_name, stream = best("streaming")
-    rd_name, rd = best("raydata")
+    _bounds_and_efficiency(report, modes)
+    stream_name, stream = _best(modes, "streaming")
+    rd_name, rd = _best(modes, "raydata")
     seq = modes.get("sequential", {})
-    seq_defaults = modes.get("sequential_defaults", {})
     report["best_raydata"] = rd_name
     report["best_streaming"] = stream_name
-
-    def ratio(a: dict[str, Any], b: dict[str, Any], key: str = "videos_per_min") -> float | None:
-        if key in a and b.get(key):
-            return round(float(a[key]) / float(b[key]), 3)
-        return None
-
     report["efficiency"] = stream.get("efficiency")
     report["efficiency_in_window"] = stream.get("cpu_breakdown", {}).get("efficiency_in_window")
     report["efficiency_vs_bound_alone"] = stream.get("efficiency_vs_bound_alone")
@@ -150,10 +119,10 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
             "cpu_busy_fraction": stream.get("cpu_busy_fraction"),
             "host_parallel_scaling": stream.get("host_parallel_scaling"),
         }
-    report["speedup_vs_sequential"] = ratio(stream, seq)
-    report["speedup_vs_sequential_defaults"] = ratio(stream, seq_defaults)
-    report["speedup_vs_raydata"] = ratio(stream, rd)
-    report["first_result_vs_raydata"] = ratio(stream, rd, "first_result_latency_s")
+    report["speedup_vs_sequential"] = _ratio(stream, seq)
+    report["speedup_vs_sequential_defaults"] = _ratio(stream, modes.get("sequential_defaults", {}))
+    report["speedup_vs_raydata"] = _ratio(stream, rd)
+    report["first_result_vs_raydata"] = _ratio(stream, rd, "first_result_latency_s")
     low = stream.get("phases", {}).get("low_load")
     if low and seq.get("videos"):
         isolated = seq["wall_s"] / seq["videos"]  # tuned single process, one video at a time
@@ -164,18 +133,58 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
         }
     memory = modes.get(MEMORY_MODE, {})
     if memory and "error" not in memory:
-        phases = memory.get("phases", {})
-        report["memory"] = {
-            "short_peak_rss_mb": memory.get("window_peak_rss_mb"),
-            "long_peak_rss_mb": phases.get("long", {}).get("peak_rss_mb"),
-            "burst_peak_rss_mb": phases.get("burst", {}).get("peak_rss_mb"),
-            "burst_videos": phases.get("burst", {}).get("videos"),
-            "burst_rebalances": phases.get("burst", {}).get("rebalances"),
-        }
-        short, long_ = report["memory"]["short_peak_rss_mb"], report["memory"]["long_peak_rss_mb"]
-        if short and long_:
-            report["memory"]["long_vs_short"] = round(long_ / short, 3)
+        report["memory"] = _memory(memory)
     report["acceptance"] = _acceptance(report)
+
+
+def _bounds_and_efficiency(report: dict[str, Any], modes: dict[str, Any]) -> None:
+    """The bound (every core busy, else alone) and each mode's efficiency against it."""
+    cores = count_cores()
+    alone = _bound(modes.get(SINGLE_MODE, {}), cores, SINGLE_MODE)
+    loaded = _bound(modes.get(PER_CORE_MODE, {}), cores, PER_CORE_MODE)
+    report["bound"] = loaded if loaded["videos_per_min"] else alone
+    report["bound_alone"] = alone
+    bound, total = report["bound"]["videos_per_min"], report["bound"]["total_cpu_s_per_video"]
+    for name, summary in modes.items():
+        # The memory runs process other videos (a 10 s clip, then the long one and the burst).
+        if "videos_per_min" not in summary or not bound or name == MEMORY_MODE:
+            continue
+        summary["efficiency"] = round(summary["videos_per_min"] / bound, 3)
+        if alone["videos_per_min"]:
+            summary["efficiency_vs_bound_alone"] = round(
+                summary["videos_per_min"] / alone["videos_per_min"], 3
+            )
+        if "stage_cpu_s_per_video" in summary:
+            summary["cpu_breakdown"] = _breakdown(summary, total, cores)
+
+
+def _best(modes: dict[str, Any], prefix: str) -> tuple[str | None, dict[str, Any]]:
+    """The fastest mode whose name starts with ``prefix`` and that ran without error."""
+    found = [(name, s) for name, s in modes.items() if name.startswith(prefix) and "error" not in s]
+    if not found:
+        return None, {}
+    return max(found, key=lambda item: item[1]["videos_per_min"])
+
+
+def _ratio(a: dict[str, Any], b: dict[str, Any], key: str = "videos_per_min") -> float | None:
+    if key in a and b.get(key):
+        return round(float(a[key]) / float(b[key]), 3)
+    return None
+
+
+def _memory(memory: dict[str, Any]) -> dict[str, Any]:
+    phases = memory.get("phases", {})
+    summary = {
+        "short_peak_rss_mb": memory.get("window_peak_rss_mb"),
+        "long_peak_rss_mb": phases.get("long", {}).get("peak_rss_mb"),
+        "burst_peak_rss_mb": phases.get("burst", {}).get("peak_rss_mb"),
+        "burst_videos": phases.get("burst", {}).get("videos"),
+        "burst_rebalances": phases.get("burst", {}).get("rebalances"),
+    }
+    short, long_ = summary["short_peak_rss_mb"], summary["long_peak_rss_mb"]
+    if short and long_:
+        summary["long_vs_short"] = round(long_ / short, 3)
+    return summary
 
 
 def _bound(mode: dict[str, Any], cores: int, measured_in: str) -> dict[str, Any]:

@@ -8,9 +8,6 @@ layout and the record format are described in ``checkpoint/scripts.py``.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -18,7 +15,6 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis import exceptions as rexc
-from redis.asyncio.client import PubSub
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 from redis.retry import Retry
@@ -32,11 +28,17 @@ from checkpoint.base import (
     VideoStatus,
 )
 from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch
+from checkpoint.redis_wire import (
+    ProgressSubscription,
+    boundary,
+    decode_cursor,
+    encode_cursor,
+    stream_entries,
+)
 from checkpoint.scripts import (
     SCRIPTS,
     fields_from_pairs,
     load_script,
-    progress_from_json,
     record_from_fields,
 )
 from core.config import RedisSettings
@@ -44,82 +46,6 @@ from core.errors import PermanentError
 from core.records import VideoRef
 
 log = logging.getLogger(__name__)
-
-# Replies that mean "the server cannot take this now" rather than "this is wrong".
-_BUSY_REPLIES = ("LOADING", "BUSY", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN")
-_TRANSIENT_REPLY_ERRORS = (rexc.ReadOnlyError, rexc.OutOfMemoryError, rexc.TryAgainError)
-
-
-def _stream_entries(reply: Any) -> list[tuple[str, dict[str, str] | None]]:
-    """XREADGROUP's reply as (id, fields) pairs, whichever RESP shape the client parsed."""
-    if not reply:
-        return []
-    streams = reply.values() if isinstance(reply, dict) else (entries for _, entries in reply)
-    out: list[tuple[str, dict[str, str] | None]] = []
-    for entries in streams:
-        for entry_id, fields in entries[0] if _nested(entries) else entries:
-            out.append((str(entry_id), fields or None))
-    return out
-
-
-def _nested(entries: Any) -> bool:
-    # RESP3 replies may wrap a stream's entries in one more list.
-    return bool(entries) and isinstance(entries[0], list)
-
-
-def _encode_cursor(score: float, skip: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps([score, skip]).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[float, int]:
-    try:
-        score, skip = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return float(score), int(skip)
-    except (binascii.Error, ValueError, TypeError) as exc:
-        raise PermanentError(f"invalid list cursor {cursor!r}", code="invalid_cursor") from exc
-
-
-class ProgressSubscription:
-    """Live progress events from the moment it was opened; close it with ``aclose``."""
-
-    def __init__(self, pubsub: PubSub) -> None:
-        self._pubsub = pubsub
-
-    def __aiter__(self) -> ProgressSubscription:
-        return self
-
-    async def __anext__(self) -> ProgressEvent:
-        while True:
-            async with _boundary():
-                message = await self._pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=None
-                )
-            if message is None or message.get("type") != "message":
-                continue
-            try:
-                return progress_from_json(message["data"])
-            except (KeyError, TypeError, ValueError):
-                log.warning("dropping an undecodable progress event: %r", message["data"])
-
-    async def aclose(self) -> None:
-        with contextlib.suppress(rexc.RedisError, OSError):
-            await self._pubsub.unsubscribe()
-        await self._pubsub.aclose()  # type: ignore[no-untyped-call]
-
-
-@contextlib.asynccontextmanager
-async def _boundary() -> AsyncIterator[None]:
-    """Maps redis-py's exceptions to the two kinds of error, once, here."""
-    try:
-        yield
-    except (rexc.AuthenticationError, rexc.AuthorizationError, rexc.NoPermissionError) as exc:
-        raise PermanentError(f"redis refused access: {exc}", code="checkpoint_auth") from exc
-    except (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError) as exc:
-        raise CheckpointUnavailable(f"redis unreachable: {exc}", retry_after=1.0) from exc
-    except rexc.ResponseError as exc:
-        if isinstance(exc, _TRANSIENT_REPLY_ERRORS) or str(exc).startswith(_BUSY_REPLIES):
-            raise CheckpointUnavailable(f"redis busy: {exc}", retry_after=1.0) from exc
-        raise PermanentError(f"redis refused: {exc}", code="checkpoint_rejected") from exc
 
 
 class RedisCheckpointStore(CheckpointStore):
@@ -175,7 +101,7 @@ class RedisCheckpointStore(CheckpointStore):
     async def _run(self, name: str, video_id: str, *args: str | int) -> Any:
         keys = [self.video_key(video_id), self._progress_stream, self._outbox]
         argv = [self._prefix, self._settings.progress_stream_maxlen, video_id, *args]
-        async with _boundary():
+        async with boundary():
             return await self._scripts[name](keys=keys, args=argv)
 
     @staticmethod
@@ -211,7 +137,7 @@ class RedisCheckpointStore(CheckpointStore):
         self._refuse(reply, video_id, epoch)
 
     async def chunks_done(self, video_id: str) -> set[int]:
-        async with _boundary():
+        async with boundary():
             fields = await self._redis.hkeys(self.video_key(video_id))
         names = [f.decode() if isinstance(f, bytes) else f for f in fields]
         return {int(name[2:]) for name in names if name.startswith("c:")}
@@ -274,7 +200,7 @@ class RedisCheckpointStore(CheckpointStore):
     async def _wait_durable(self) -> None:
         if self.aof_wait_supported is False:
             return
-        async with _boundary():
+        async with boundary():
             try:
                 reply = await self._redis.execute_command(  # type: ignore[no-untyped-call]
                     "WAITAOF", 1, 0, self._settings.aof_wait_timeout_ms
@@ -292,7 +218,7 @@ class RedisCheckpointStore(CheckpointStore):
     # -- reads ---------------------------------------------------------------------------
 
     async def get(self, video_id: str) -> VideoStatus | None:
-        async with _boundary():
+        async with boundary():
             fields = await self._redis.hgetall(self.video_key(video_id))
         return record_from_fields(cast("dict[str, str]", fields)) if fields else None
 
@@ -300,7 +226,7 @@ class RedisCheckpointStore(CheckpointStore):
         """A subscription that is already listening when this returns (no event is missed
         between the call and the first read)."""
         pubsub = self._redis.pubsub()
-        async with _boundary():
+        async with boundary():
             try:
                 await pubsub.subscribe(self._channel)
             except BaseException:
@@ -344,7 +270,7 @@ class RedisCheckpointStore(CheckpointStore):
                     count=count,
                     block=block_ms,
                 )
-                return _stream_entries(reply)
+                return stream_entries(reply)
             except rexc.ResponseError as exc:
                 # The stream (and with it the group) was deleted: make the group again, once.
                 if "NOGROUP" not in str(exc) or attempt == 2:
@@ -382,7 +308,7 @@ class RedisCheckpointStore(CheckpointStore):
         ``block_ms``; 0 or less does not wait, and the wait is kept below the socket
         timeout). Entries stay pending until ``ack_outbox``: delivery is at-least-once."""
         wait = min(block_ms, int(self._settings.socket_timeout_s * 1000) - 500)
-        async with _boundary():
+        async with boundary():
             # The entries left pending by an earlier life of this consumer are paged through
             # once; after that only new ones are read, so an entry that stays pending while
             # its delivery waits for a retry does not hold back the entries behind it.
@@ -406,7 +332,7 @@ class RedisCheckpointStore(CheckpointStore):
         ``min_idle_ms`` (it crashed or hangs); they become this consumer's pending entries."""
         claimed: list[tuple[str, dict[str, str] | None]] = []
         start = "0-0"
-        async with _boundary():
+        async with boundary():
             await self._ensure_group()
             while len(claimed) < count:
                 reply = await self._redis.xautoclaim(
@@ -427,7 +353,7 @@ class RedisCheckpointStore(CheckpointStore):
         """Acknowledge delivered entries and delete them, so the stream only holds work."""
         if not entry_ids:
             return
-        async with _boundary(), self._redis.pipeline(transaction=True) as pipe:
+        async with boundary(), self._redis.pipeline(transaction=True) as pipe:
             pipe.xack(self._outbox, self._settings.outbox_group, *entry_ids)
             pipe.xdel(self._outbox, *entry_ids)
             await pipe.execute()
@@ -453,8 +379,8 @@ class RedisCheckpointStore(CheckpointStore):
         parts = [f"tenant:{tenant}"] if tenant is not None else []
         parts += [f"status:{status.value}"] if status is not None else []
         index = f"{self._prefix}:idx:" + (":".join(parts) or "all")
-        top, skip = _decode_cursor(cursor) if cursor else (float("inf"), 0)
-        async with _boundary():
+        top, skip = decode_cursor(cursor) if cursor else (float("inf"), 0)
+        async with boundary():
             reply = await self._redis.zrevrangebyscore(
                 index, top, "-inf", start=skip, num=limit + 1, withscores=True
             )
@@ -474,4 +400,4 @@ class RedisCheckpointStore(CheckpointStore):
             return page, None
         last = rows[limit - 1][1]
         same = sum(1 for _, score in rows[:limit] if score == last)
-        return page, _encode_cursor(last, same + (skip if last == top else 0))
+        return page, encode_cursor(last, same + (skip if last == top else 0))

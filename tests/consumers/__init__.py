@@ -91,22 +91,6 @@ async def group_offsets(
         await consumer.stop()
 
 
-async def read_all(bootstrap: str, topic: str, count: int, timeout_s: float = 20.0) -> list[object]:
-    """The first ``count`` records of ``topic`` (no group)."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    await consumer.start()
-    found: list[object] = []
-    try:
-        deadline = time.monotonic() + timeout_s
-        while len(found) < count and time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=200)
-            for records in batch.values():
-                found.extend(records)
-        return found
-    finally:
-        await consumer.stop()
-
-
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

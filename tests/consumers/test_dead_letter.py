@@ -9,7 +9,8 @@ from consumers.base import RecordInfo
 from consumers.dead_letter import DeadLetterHeaders, DeadLetterPublisher
 from consumers.errors import BrokerUnavailable, InvalidEvent
 from devkit.services import free_port
-from tests.consumers import kafka_settings, read_all
+from devkit.workload import read_records
+from tests.consumers import kafka_settings
 
 
 async def test_published_record_keeps_its_bytes_and_says_where_and_why(
@@ -30,7 +31,7 @@ async def test_published_record_keeps_its_bytes_and_says_where_and_why(
             record, b"\x00not json\xfe", error, original_headers=[("trace", b"abc")]
         )
 
-    [found] = await read_all(kafka_bootstrap, settings.dead_letter_topic, 1)
+    [found] = await read_records(kafka_bootstrap, settings.dead_letter_topic, 1)
     published: Any = found
     assert published.key == b"\xffraw-key"
     assert published.value == b"\x00not json\xfe"

@@ -15,6 +15,7 @@ from consumers.errors import BrokerUnavailable
 from consumers.kafka import KafkaVideoConsumer
 from core.config import KafkaSettings
 from devkit.services import free_port
+from devkit.workload import read_records
 from tests.consumers import (
     RecordingHandler,
     event_bytes,
@@ -22,7 +23,6 @@ from tests.consumers import (
     kafka_settings,
     produce,
     produce_videos,
-    read_all,
     wait_committed,
     wait_until,
 )
@@ -137,7 +137,7 @@ async def test_invalid_events_go_to_the_dead_letter_topic_and_are_rejected(
     assert stats.records_invalid == 4
     assert stats.handler_failures == 2
 
-    letters: list[Any] = await read_all(kafka_bootstrap, settings.dead_letter_topic, 4)
+    letters: list[Any] = await read_records(kafka_bootstrap, settings.dead_letter_topic, 4)
     by_offset = {DeadLetterHeaders.from_headers(r.headers).original_offset: r for r in letters}
     assert sorted(by_offset) == [1, 2, 3, 4]
     for offset, record in by_offset.items():

@@ -20,13 +20,14 @@ from core.config import KafkaSettings, NotifySettings, WebhookSubscription
 from core.records import VideoRef
 from devkit.receiver import Reply, WebhookReceiver
 from devkit.services import free_port
+from devkit.workload import read_records
 from notify.base import DeliveryLog, Outcome, StatusPublisher
 from notify.delivery_log import MemoryDeliveryLog, RedisDeliveryLog
 from notify.dispatcher import NotificationDispatcher, targets_for
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
 from tests.notify.support import SECRET, make_event, notify_settings
-from tests.notify.test_status_topic import create_topic, read_all
+from tests.notify.test_status_topic import create_topic
 
 PV = "pv1"
 
@@ -152,7 +153,7 @@ async def test_mark_done_delivers_a_signed_webhook_and_acks(
     assert payload["data"]["video_id"] == "v1"
     assert payload["data"]["pipeline_version"] == PV
     assert (attempt.outcome, attempt.attempt, attempt.status_code) == (Outcome.DELIVERED, 1, 200)
-    [record] = await read_all(kafka_bootstrap, topic, 1)
+    [record] = await read_records(kafka_bootstrap, topic, 1)
     assert dict(record.headers)["webhook-id"].decode() == event.webhook_id
     assert record.key == b"v1"
     assert json.loads(record.value) == payload
@@ -433,7 +434,7 @@ async def test_crash_after_delivery_before_ack(
     ids = [r.webhook_id for r in ctx.receiver.requests]
     assert ids == [event.webhook_id] * (1 if durable_log else 2)
     assert ctx.receiver.delivered_ids() == {event.webhook_id}
-    [record] = await read_all(kafka_bootstrap, topic, 1)
+    [record] = await read_records(kafka_bootstrap, topic, 1)
     assert dict(record.headers)["webhook-id"].decode() == event.webhook_id
 
 

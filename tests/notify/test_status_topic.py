@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from core.config import KafkaSettings
 from devkit.services import free_port
+from devkit.workload import read_records
 from notify.errors import StatusPublishFailed
 from notify.status_topic import StatusTopicPublisher
 from tests.notify.support import make_event
@@ -22,25 +22,6 @@ async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
         await admin.create_topics([NewTopic(topic, partitions, 1)])
     finally:
         await admin.close()
-
-
-async def read_all(bootstrap: str, topic: str, expected: int) -> list[object]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    found: list[object] = []
-    try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or {0}]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        for _ in range(40):
-            batch = await consumer.getmany(timeout_ms=250)
-            for records in batch.values():
-                found.extend(records)
-            if len(found) >= expected:
-                break
-    finally:
-        await consumer.stop()
-    return found
 
 
 async def test_events_are_readable_from_the_status_topic(kafka_bootstrap: str, unique: str) -> None:
@@ -58,7 +39,7 @@ async def test_events_are_readable_from_the_status_topic(kafka_bootstrap: str, u
     finally:
         await publisher.stop()
 
-    records = await read_all(kafka_bootstrap, topic, 3)
+    records = await read_records(kafka_bootstrap, topic, 3)
     assert len(records) == 3
     seen = []
     for record in records:

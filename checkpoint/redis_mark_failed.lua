@@ -3,7 +3,8 @@
 -- ARGV[11] outbox event JSON. Record and outbox entry change in this one atomic step.
 local epoch, tenant, uri, version = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local code, message, stage, event = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant', 'pipeline_version', 'error_code')
+local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant', 'pipeline_version', 'error_code',
+  'attempts')
 local status, stored_epoch, old_tenant, old_version = cur[1], cur[2], cur[3], cur[4]
 if epoch ~= '' then
   local refused = check_owner(epoch, status, stored_epoch, 'failed')
@@ -11,9 +12,11 @@ if epoch ~= '' then
     return refused
   end
 else
-  -- An unclaimed failure (an invalid event) must not overwrite an attempt that owns the video.
-  if status == 'running' or status == 'done' then
-    return {'stale', stored_epoch, status}
+  -- An unclaimed failure (an invalid event) only records a video no valid event made known: a
+  -- record that is queued, running, done, or failed after a claim belongs to that event's
+  -- attempt, and a malformed re-send must neither overwrite it nor send a webhook for it.
+  if status and not (status == 'failed' and tonumber(cur[6]) == 0) then
+    return {'known', status}
   end
   if status == 'failed' and old_version == version and cur[5] == code then
     return {'again'}  -- the same invalid event replayed

@@ -181,7 +181,7 @@ class RedisCheckpointStore(CheckpointStore):
         pipeline_version: str,
         stage: str | None,
         outbox: OutboxEvent,
-    ) -> None:
+    ) -> bool:
         reply = await self._run(
             "mark_failed",
             ref.video_id,
@@ -194,8 +194,11 @@ class RedisCheckpointStore(CheckpointStore):
             stage or "",
             outbox.model_dump_json(),
         )
+        if reply[0] == "known":
+            return False
         self._refuse(reply, ref.video_id, epoch)
         await self._wait_durable()
+        return True
 
     async def _wait_durable(self) -> None:
         if self.aof_wait_supported is False:

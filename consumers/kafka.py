@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +28,9 @@ from consumers.dead_letter import DeadLetterPublisher
 from consumers.errors import InvalidEvent
 from consumers.events import VideoUploaded, parse_event
 from consumers.offsets import OffsetTracker
+from consumers.video_locks import VideoLocks
 from core.config import KafkaSettings
-from core.errors import Abandoned
+from core.errors import Abandoned, PermanentError
 from core.retry import HALF_JITTER, RetryFailure, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -46,12 +47,6 @@ class _Counters:
     commits: int = 0
     commit_failures: int = 0
     rebalances: int = 0
-
-
-class _VideoLock:
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.users = 0
 
 
 class KafkaVideoConsumer:
@@ -75,7 +70,7 @@ class KafkaVideoConsumer:
         self._dead_letters = dead_letters or DeadLetterPublisher(settings)
         self._tracker = OffsetTracker()
         self._tasks: dict[TopicPartition, dict[int, asyncio.Task[None]]] = {}
-        self._video_locks: dict[str, _VideoLock] = {}
+        self._video_locks = VideoLocks()
         self._consumer: AIOKafkaConsumer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
@@ -94,6 +89,9 @@ class KafkaVideoConsumer:
             retry_on=(Exception,),
             never=(),
         )
+        # Recording an invalid event as failed is a courtesy: one the store refuses for good
+        # must not hold the partition, so the event goes to the dead letter without it.
+        self._reject_retry = dataclasses.replace(self._record_retry, never=(PermanentError,))
 
     # -- control ---------------------------------------------------------------------------
 
@@ -274,7 +272,7 @@ class KafkaVideoConsumer:
             self._slot_freed.set()
 
     async def _handle(self, event: VideoUploaded, info: RecordInfo) -> None:
-        async with self._video_lock(event.video_id):
+        async with self._video_locks.hold(event.video_id):
             await self._retry(lambda: self._handler.handle(event, info), "handle", info)
 
     async def _reject(
@@ -288,8 +286,12 @@ class KafkaVideoConsumer:
             error,
             self._dead_letters.topic,
         )
-        async with self._video_lock(error.video_id):
-            await self._retry(lambda: self._handler.reject(error, info), "reject", info)
+        try:
+            async with self._video_locks.hold(error.video_id):
+                reject = functools.partial(self._handler.reject, error, info)
+                await self._retry(reject, "reject", info, self._reject_retry)
+        except PermanentError as refused:
+            log.error("reject of %s refused (%s): %s", info, refused.code, refused)
         await self._retry(
             lambda: self._dead_letters.publish(
                 info,
@@ -303,26 +305,15 @@ class KafkaVideoConsumer:
         )
         self._counts.dead_lettered += 1
 
-    @contextlib.asynccontextmanager
-    async def _video_lock(self, video_id: str | None) -> AsyncIterator[None]:
-        """Records of the same video run one after another (FIFO), never at once."""
-        if video_id is None:
-            yield
-            return
-        entry = self._video_locks.setdefault(video_id, _VideoLock())
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._video_locks[video_id]
-
     async def _retry(
-        self, call: Callable[[], Awaitable[None]], what: str, info: RecordInfo
+        self,
+        call: Callable[[], Awaitable[None]],
+        what: str,
+        info: RecordInfo,
+        policy: RetryPolicy | None = None,
     ) -> None:
-        """Call until it succeeds; ``Abandoned`` when stopping."""
+        """Call until it succeeds (or fails in a way ``policy`` does not retry);
+        ``Abandoned`` when stopping."""
 
         def failed(failure: RetryFailure) -> None:
             self._counts.handler_failures += 1
@@ -337,7 +328,8 @@ class KafkaVideoConsumer:
                 exc_info=failure.error if failure.attempt == 1 else None,
             )
 
-        await self._record_retry.call(call, stop=self._stopping, on_failure=failed)
+        policy = policy or self._record_retry
+        await policy.call(call, stop=self._stopping, on_failure=failed)
 
     # -- commits and rebalances ------------------------------------------------------------
 

@@ -70,15 +70,19 @@ class OutboxEvent(BaseModel):
     callback_url: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
     timestamp: datetime
+    # The owner epoch of the attempt that failed; None for "done" (once per pipeline version)
+    # and for a video never claimed.
+    epoch: int | None = None
 
     @property
     def webhook_id(self) -> str:
-        """Deterministic: the same (video, event type, pipeline version) is the same message, so
-        a repeated delivery carries the same id and receivers can deduplicate."""
-        digest = hashlib.sha256(
-            f"{self.video_id}\x00{self.type}\x00{self.pipeline_version}".encode()
-        ).hexdigest()
-        return f"msg_{digest[:32]}"
+        """Deterministic from (video, event type, pipeline version, epoch): every delivery of
+        this entry carries the same id, while a failure of a later attempt (a new claim, so a
+        new epoch) is a new message. Entries without an epoch keep the ids they always had."""
+        key = f"{self.video_id}\x00{self.type}\x00{self.pipeline_version}"
+        if self.epoch is not None:
+            key += f"\x00{self.epoch}"
+        return f"msg_{hashlib.sha256(key.encode()).hexdigest()[:32]}"
 
 
 @dataclass(frozen=True)
@@ -154,9 +158,11 @@ class CheckpointStore(ABC):
         pipeline_version: str,
         stage: str | None,
         outbox: OutboxEvent,
-    ) -> None:
+    ) -> bool:
         """Final transition to failed and the outbox entry, in one atomic step. ``epoch`` is
-        None for a video that never got claimed (an invalid event)."""
+        None for a video that never got claimed (an invalid event): such a failure never
+        changes the record of a video a valid event made known (queued, running, done, or
+        failed after a claim) and returns False, having written nothing. True otherwise."""
 
     @abstractmethod
     async def get(self, video_id: str) -> VideoStatus | None: ...

@@ -27,6 +27,7 @@ from checkpoint.base import CheckpointStore, OutboxEvent
 from core.config import NotifySettings, WebhookSubscription
 from core.errors import Abandoned, ReelsenseError
 from core.retry import HALF_JITTER, RetryFailure, RetryPolicy, sleep_unless_stopped
+from core.urls import redact_url
 from notify.base import (
     DeadLetter,
     DeliveryAttempt,
@@ -40,7 +41,6 @@ from notify.base import (
 )
 from notify.delivery_log import MemoryDeliveryLog
 from notify.endpoints import EndpointHealth, utc_from
-from notify.webhooks import redact_url
 
 log = logging.getLogger(__name__)
 

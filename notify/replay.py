@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from core.config import NotifySettings, WebhookSubscription
+from core.urls import redact_url
 from notify.base import (
     DeadLetter,
     DeliveryAttempt,
@@ -26,7 +27,6 @@ from notify.base import (
 from notify.dispatcher import targets_for
 from notify.endpoints import EndpointHealth
 from notify.errors import TargetRefused
-from notify.webhooks import redact_url
 
 
 def target_url(letter: DeadLetter, subscriptions: tuple[WebhookSubscription, ...]) -> str:

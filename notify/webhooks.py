@@ -13,35 +13,26 @@ so a callback URL cannot be used to read what some other server says.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from core import netguard
 from core.config import NotifySettings
 from core.errors import PermanentError, RetryableError
+from core.urls import redact_logged_urls
 from notify.base import DeliveryResult, Outcome, WebhookDelivery, WebhookMessage
 from notify.errors import DeliveryFailed, TargetRefused, TargetUnresolvable
 from notify.signing import decode_secret, signed_headers
 
 _RETRYABLE_4XX = frozenset({408, 425, 429})
+# httpx logs each request's URL, userinfo and presigned query included.
+redact_logged_urls(logging.getLogger("httpx"))
 _BODY_READ_MAX = 64 * 1024  # a longer answer is dropped unread, with its connection
-
-
-def redact_url(url: str) -> str:
-    """The URL without user:password, for logs and the delivery log."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:

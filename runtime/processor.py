@@ -32,6 +32,7 @@ from core.errors import PermanentError, ReelsenseError, RetriesExhausted, Retrya
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
 from core.retry import RetryFailure, RetryPolicy
 from core.stage_names import DECODE, EMBED, FETCH
+from core.urls import redact_url
 from runtime.chunk_stages import ChunkStages
 from runtime.executor import ChunkTicket, IngestChunk, IngestItem, StageExecutor
 from runtime.metrics import PipelineMetrics
@@ -358,8 +359,7 @@ class VideoProcessor:
         stage: str | None,
         log_level: int = logging.WARNING,
     ) -> None:
-        log.log(log_level, "video %s failed: %s: %s", ref.video_id, error.code, error)
-        await self._store.mark_failed(
+        recorded = await self._store.mark_failed(
             ref,
             epoch,
             code=error.code,
@@ -370,25 +370,45 @@ class VideoProcessor:
                 "video.failed",
                 ref,
                 {"error": {"code": error.code, "message": str(error)}, "stage": stage},
+                epoch=epoch,
             ),
         )
+        if not recorded:
+            log.log(log_level, "video %s is known: kept its record (%s)", ref.video_id, error.code)
+            return
+        log.log(log_level, "video %s failed: %s: %s", ref.video_id, error.code, error)
         if epoch is not None:
             await self._drop_chunks(ref.video_id)
 
     async def reject(self, ref: VideoRef, error: ReelsenseError) -> None:
-        """Record a video that cannot even be started (an invalid event) as failed."""
+        """Record a video that cannot even be started (an invalid event) as failed, unless
+        a valid event made it known: its record then stays as it is (the consumer
+        dead-letters the event either way)."""
         # INFO: the consumer logs each invalid event once, at WARNING.
         await self._fail(ref, None, error, stage="validate", log_level=logging.INFO)
 
-    def _outbox(self, kind: str, ref: VideoRef, data: dict[str, Any]) -> OutboxEvent:
+    def _outbox(
+        self, kind: str, ref: VideoRef, data: dict[str, Any], *, epoch: int | None = None
+    ) -> OutboxEvent:
+        # A failure carries the epoch of the attempt that failed: each is its own webhook
+        # message (see webhook_id). "done" comes once per pipeline version, whichever attempt
+        # finished it, so it carries none: the done a rebuild after a Redis loss appends
+        # repeats the first one's id and receivers deduplicate it.
+        # Receivers get the source URL without the secrets it may carry.
         return OutboxEvent(
             type=kind,
             video_id=ref.video_id,
             tenant=ref.tenant,
             pipeline_version=self._version,
             callback_url=ref.callback_url,
-            data={"video_id": ref.video_id, "tenant": ref.tenant, "uri": ref.uri, **data},
+            data={
+                "video_id": ref.video_id,
+                "tenant": ref.tenant,
+                "uri": redact_url(ref.uri),
+                **data,
+            },
             timestamp=datetime.now(UTC),
+            epoch=epoch,
         )
 
 

@@ -12,6 +12,7 @@ A ``LocalVideo`` path is local to the worker that fetched it; ``release()`` it t
 from __future__ import annotations
 
 import errno
+import logging
 import re
 import stat
 import threading
@@ -34,6 +35,7 @@ from core import netguard
 from core.config import LimitSettings, StorageSettings
 from core.records import LocalVideo, ProbeInfo, VideoRef
 from core.stage_names import FETCH
+from core.urls import redact_logged_urls, redact_url
 from stages.base import Resources, Stage
 from stages.errors import (
     FetchFailed,
@@ -46,6 +48,8 @@ from stages.errors import (
 )
 
 _CHUNK = 1024 * 1024
+# httpx logs each request's URL, userinfo and presigned query included.
+redact_logged_urls(logging.getLogger("httpx"))
 _PLAYLIST_MAGIC = (b"#EXTM3U", b"ffconcat", b"<?xml", b"<MPD")
 _NOT_FOUND = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "404"})
 _FORBIDDEN = frozenset({"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
@@ -277,8 +281,9 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
     def _download_s3(self, uri: str, dest: Path) -> None:
         parts = urlsplit(uri)
         bucket, key = parts.netloc, parts.path.lstrip("/")
+        shown = redact_url(uri)
         if not bucket or not key:
-            raise FetchRefused(f"{uri}: expected s3://bucket/key", code="fetch_refused")
+            raise FetchRefused(f"{shown}: expected s3://bucket/key", code="fetch_refused")
         limits = self._limits
         deadline = time.monotonic() + limits.total_timeout_s
         try:
@@ -286,16 +291,16 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
             declared = int(obj.get("ContentLength") or 0)
             if declared > limits.max_bytes:
                 raise SourceTooLarge(
-                    f"{uri} has {declared} bytes, above the {limits.max_bytes} limit",
+                    f"{shown} has {declared} bytes, above the {limits.max_bytes} limit",
                     code="limit_bytes",
                 )
-            _write_capped(obj["Body"].iter_chunks(_CHUNK), dest, uri, limits, deadline)
+            _write_capped(obj["Body"].iter_chunks(_CHUNK), dest, shown, limits, deadline)
         except ClientError as exc:
             dest.unlink(missing_ok=True)
-            raise _s3_error(uri, exc) from exc
+            raise _s3_error(shown, exc) from exc
         except BotoCoreError as exc:
             dest.unlink(missing_ok=True)
-            raise FetchFailed(f"{uri}: S3 unreachable: {exc}", code="fetch_failed") from exc
+            raise FetchFailed(f"{shown}: S3 unreachable: {exc}", code="fetch_failed") from exc
         except BaseException:
             dest.unlink(missing_ok=True)
             raise
@@ -341,7 +346,8 @@ def download(
                 headers={"Accept-Encoding": "identity"},
             ) as response,
         ):
-            final = str(response.url)
+            # Messages name the URL without its userinfo and query: both may hold secrets.
+            final = redact_url(str(response.url))
             _raise_for_status(response.status_code, final, response.headers.get("retry-after"))
             declared = response.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > limits.max_bytes:
@@ -350,25 +356,27 @@ def download(
                     code="limit_bytes",
                 )
             _write_capped(response.iter_raw(_CHUNK), dest, final, limits, deadline)
-            return Download(dest, dest.stat().st_size, final, response.headers.get("content-type"))
+            size = dest.stat().st_size
+            return Download(dest, size, str(response.url), response.headers.get("content-type"))
     except (netguard.OutboundRefused, netguard.OutboundUnresolvable, httpx.HTTPError) as exc:
         dest.unlink(missing_ok=True)
-        raise _fetch_error(url, exc) from exc
+        raise _fetch_error(redact_url(url), exc) from exc
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
 
 
-def _fetch_error(url: str, exc: Exception) -> FetchRefused | FetchFailed:
-    """The guard's and httpx's exceptions as fetch errors with their reason codes."""
+def _fetch_error(shown: str, exc: Exception) -> FetchRefused | FetchFailed:
+    """The guard's and httpx's exceptions as fetch errors with their reason codes; ``shown``
+    is the redacted URL."""
     if isinstance(exc, netguard.OutboundRefused):
         code = "too_many_redirects" if isinstance(exc, netguard.TooManyRedirects) else None
         return FetchRefused(exc.message, code=code or "fetch_refused")
     if isinstance(exc, netguard.OutboundUnresolvable):
         return FetchFailed(exc.message, code="dns_failed")
     if isinstance(exc, httpx.TimeoutException):
-        return FetchFailed(f"timed out fetching {url}: {exc}", code="fetch_timeout")
-    return FetchFailed(f"cannot fetch {url}: {exc}", code="fetch_failed")
+        return FetchFailed(f"timed out fetching {shown}: {exc}", code="fetch_timeout")
+    return FetchFailed(f"cannot fetch {shown}: {exc}", code="fetch_failed")
 
 
 def _write_capped(

@@ -596,6 +596,42 @@ def test_https_presents_and_verifies_the_name(
     assert not (tmp_path / "wrong.mp4").exists()
 
 
+def test_upper_case_schemes_are_fetched_like_lower_case_ones(
+    tmp_path: Path, port: int, https_port: tuple[int, Path], videos: Path
+) -> None:
+    size = (videos / "clip.mp4").stat().st_size
+    stage = make_stage(tmp_path, allow_private=True)
+    video = stage.open(VideoRef("v1", f"HTTP://127.0.0.1:{port}/files/clip.mp4"))
+    assert Path(video.path).stat().st_size == size
+    stage.release(video)
+    tls_port, cert = https_port
+    resolver, _ = stub_resolver(NAMES)
+    got = download(  # SNI and the certificate check still use the name
+        "HTTPS://videos.example/files/clip.mp4",
+        tmp_path / "upper.mp4",
+        LIMITS,
+        resolver=resolver,
+        transport=_ToLocal(tls_port, verify=ssl.create_default_context(cafile=str(cert))),
+    )
+    assert got.size_bytes == size
+
+
+def test_errors_name_the_source_without_its_secrets(tmp_path: Path, port: int) -> None:
+    stage = make_stage(tmp_path, allow_private=True, read_timeout_s=0.3)
+    secrets = "user:pa55word@{host}{path}?X-Amz-Signature=0ddc0ffee&X-Amz-Credential=AKIDEXAMPLE"
+    for host, path in [
+        (f"127.0.0.1:{port}", "/files/missing.mp4"),  # 404
+        (f"127.0.0.1:{port}", "/status/503"),
+        (f"127.0.0.1:{port}", "/status/403"),
+        (f"127.0.0.1:{closed_port()}", "/clip.mp4"),  # connection refused
+    ]:
+        error = fetch_error(stage, "http://" + secrets.format(host=host, path=path))
+        shown = str(error)
+        assert f"http://***@{host}{path}?***" in shown, shown
+        for secret in ("pa55word", "0ddc0ffee", "AKIDEXAMPLE", "user:"):
+            assert secret not in shown, shown
+
+
 # --- HTTP: refusals before any connection ------------------------------------------------------
 
 

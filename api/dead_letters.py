@@ -139,16 +139,16 @@ class DeadLetterSource:
                 if first < ends[tp]:
                     consumer.seek(tp, first)
                     wanted[tp] = ends[tp]
-            return await _read_until(consumer, wanted)
+            return await _read_until(consumer, wanted, to_highwater=True)
 
     async def _record_at(self, partition: int, offset: int) -> ConsumerRecord[bytes, bytes] | None:
         async with self._consumer() as consumer:
             tp = TopicPartition(self._kafka.dead_letter_topic, partition)
             if partition not in (consumer.partitions_for_topic(tp.topic) or ()):
                 return None
-            start = (await consumer.beginning_offsets([tp]))[tp]
-            end = (await consumer.end_offsets([tp]))[tp]
-            if not start <= offset < end:
+            # Only the start is asked: the read stops at the high watermark a fetch reports,
+            # which Tansu's ListOffsets can understate.
+            if offset < (await consumer.beginning_offsets([tp]))[tp]:
                 return None
             consumer.assign([tp])
             consumer.seek(tp, offset)
@@ -294,19 +294,28 @@ class _Connected:
 
 
 async def _read_until(
-    consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]
+    consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int], *, to_highwater: bool = False
 ) -> list[ConsumerRecord[bytes, bytes]]:
-    """Records from each partition's position up to (not including) its end offset."""
+    """Records from each partition's position up to (not including) its end offset, or its
+    high watermark where that comes first (nothing lies beyond it).
+
+    With ``to_highwater`` the end also grows to the high watermark that fetches report: Tansu
+    answers ListOffsets with the last batch's base offset + 1, so a batch of several records
+    at the end of a partition would otherwise be cut short (Apache Kafka's answers agree)."""
     found: list[ConsumerRecord[bytes, bytes]] = []
     remaining = dict(ends)
     try:
         async with asyncio.timeout(_READ_TIMEOUT_S):
             while remaining:
                 batch = await consumer.getmany(*remaining, timeout_ms=500)
-                for tp, records in batch.items():
-                    found += [r for r in records if r.offset < remaining.get(tp, 0)]
                 for tp in list(remaining):
-                    if await consumer.position(tp) >= remaining[tp]:
+                    highwater = consumer.highwater(tp)
+                    if to_highwater and highwater is not None:
+                        remaining[tp] = max(remaining[tp], highwater)
+                    found += [r for r in batch.get(tp, ()) if r.offset < remaining[tp]]
+                    position = await consumer.position(tp)
+                    last = remaining[tp] if highwater is None else min(remaining[tp], highwater)
+                    if position >= last:
                         del remaining[tp]
     except (KafkaError, OSError) as exc:
         raise broker_error(exc, "reading dead letters") from exc

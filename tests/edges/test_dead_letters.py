@@ -214,6 +214,29 @@ async def test_unknown_ids_are_none(setup: Setup) -> None:
         assert await setup.source.replay(letter_id, None) is None
 
 
+async def test_letters_published_together_all_show_and_replay(setup: Setup) -> None:
+    """Letters published at once share a record batch; the last of the partition still shows
+    and replays (Tansu's ListOffsets counts a batch at the end of a partition as one record)."""
+    kafka = setup.kafka
+    async with DeadLetterPublisher(kafka) as publisher:
+        await asyncio.gather(
+            *(
+                publisher.publish(
+                    RecordInfo(kafka.topic, 0, n, f"ev-{n}".encode(), int(time.time() * 1000)),
+                    json.dumps({"video_id": f"ev-{n}"}).encode(),
+                    InvalidEvent("bad event", code="event_invalid", video_id=None),
+                )
+                for n in range(8)
+            )
+        )
+    listed = await setup.source.newest(None, 50)
+    assert sorted(d.data["original_offset"] for d in listed) == list(range(8))
+    newest = max(listed, key=lambda d: (int(d.id.split(":")[1]), int(d.id.split(":")[2])))
+    result = await setup.source.replay(newest.id, None)
+    assert result is not None
+    assert result.outcome == "published"
+
+
 async def test_api_and_cli(setup: Setup, capsys: pytest.CaptureFixture[str]) -> None:
     ids = await _fill(setup)
     app = create_app(

@@ -17,7 +17,10 @@ answers one address when checked and another when connected (rebinding). So:
    refuses when there are none. The URL keeps its host name, so the ``Host`` header, TLS SNI,
    the certificate check and httpx's connection pool all go by the name;
 4. ``stream_get`` follows redirects by hand, each hop checked and pinned again (sources);
-   webhooks follow none.
+   webhooks follow none;
+5. inside ``deadline(at)`` every socket wait of ``PinnedTransport`` (connect, TLS, each read
+   and write) is cut to the time left, so a peer that sends a byte now and then cannot stretch
+   a request past ``at``: it ends with a timeout within one wait of the deadline.
 
 Proxies are never used: a proxy would connect on our behalf to an address nobody checked.
 """
@@ -28,6 +31,7 @@ import ipaddress
 import re
 import socket
 import ssl
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -242,6 +246,62 @@ def pinned(target: Target) -> Iterator[Target]:
         _PIN.reset(token)
 
 
+# When the request in progress must be over (time.monotonic()), read by the transport at each
+# socket wait: the sync transport waits in the thread that sends the request.
+_DEADLINE: ContextVar[float | None] = ContextVar("reelsense_netguard_deadline", default=None)
+
+
+@contextmanager
+def deadline(at: float) -> Iterator[None]:
+    """Requests sent inside this block through ``PinnedTransport`` end by ``at`` (a
+    ``time.monotonic()`` instant), whatever the pace of the peer: a wait that would pass it
+    raises httpx's ``TimeoutException`` instead."""
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _time_left(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to what is left before the deadline; ``expired`` once it has passed."""
+    at = _DEADLINE.get()
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise expired("the deadline for this request has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every wait ends by the deadline in force when it waits."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, left))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
@@ -304,10 +364,19 @@ class _PinnedBackend(httpcore.NetworkBackend):
         *others, last = _dial_plan(host, port, self._route)
         for address, real_port in others:  # each checked address in turn, the last one raises
             with suppress(*_CONNECT_ERRORS):
-                return self._sockets.connect_tcp(
-                    address, real_port, timeout, local_address, socket_options
-                )
-        return self._sockets.connect_tcp(*last, timeout, local_address, socket_options)
+                return self._connect((address, real_port), timeout, local_address, socket_options)
+        return self._connect(last, timeout, local_address, socket_options)
+
+    def _connect(
+        self,
+        where: tuple[str, int],
+        timeout: float | None,
+        local_address: str | None,
+        socket_options: Iterable[Any] | None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        stream = self._sockets.connect_tcp(*where, left, local_address, socket_options)
+        return _DeadlineStream(stream)
 
     def sleep(self, seconds: float) -> None:
         self._sockets.sleep(seconds)

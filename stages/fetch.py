@@ -1,8 +1,9 @@
 """Fetch + probe: bring a video to local disk and check it against the limits.
 
-Sources: ``file://`` (only below ``limits.file_roots``), ``s3://bucket/key`` and ``http(s)://``,
-both downloaded under a byte cap and a deadline. Every HTTP hop (the URL, then each redirect) is
-checked by :mod:`core.netguard` and connected to the address it checked. The probe opens the
+Sources: ``file://`` (only below ``limits.file_roots``), ``s3://bucket/key`` (a presigned GET)
+and ``http(s)://``, both downloaded under a byte cap and a total deadline that holds however
+slowly the server sends. Every HTTP hop (the URL, then each redirect) is checked by
+:mod:`core.netguard` and connected to the address it checked. The probe opens the
 file with PyAV restricted to the allowed demuxers and to the ``file`` protocol, so a playlist or
 concat list can never make FFmpeg open other files or URLs.
 
@@ -51,8 +52,6 @@ _CHUNK = 1024 * 1024
 # httpx logs each request's URL, userinfo and presigned query included.
 redact_logged_urls(logging.getLogger("httpx"))
 _PLAYLIST_MAGIC = (b"#EXTM3U", b"ffconcat", b"<?xml", b"<MPD")
-_NOT_FOUND = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "404"})
-_FORBIDDEN = frozenset({"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
 
 
 def open_container(path: str | Path, limits: LimitSettings) -> InputContainer:
@@ -279,31 +278,28 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         return path
 
     def _download_s3(self, uri: str, dest: Path) -> None:
+        """A presigned GET through ``download``: the same byte cap, total deadline and reason
+        codes as any HTTP source. The endpoint is the operator's (``storage.s3_endpoint_url``,
+        may be private) or AWS's; the URI only picks the bucket and key."""
         parts = urlsplit(uri)
         bucket, key = parts.netloc, parts.path.lstrip("/")
         shown = redact_url(uri)
         if not bucket or not key:
             raise FetchRefused(f"{shown}: expected s3://bucket/key", code="fetch_refused")
         limits = self._limits
-        deadline = time.monotonic() + limits.total_timeout_s
         try:
-            obj = self._s3_client().get_object(Bucket=bucket, Key=key)
-            declared = int(obj.get("ContentLength") or 0)
-            if declared > limits.max_bytes:
-                raise SourceTooLarge(
-                    f"{shown} has {declared} bytes, above the {limits.max_bytes} limit",
-                    code="limit_bytes",
-                )
-            _write_capped(obj["Body"].iter_chunks(_CHUNK), dest, shown, limits, deadline)
-        except ClientError as exc:
-            dest.unlink(missing_ok=True)
-            raise _s3_error(shown, exc) from exc
-        except BotoCoreError as exc:
-            dest.unlink(missing_ok=True)
-            raise FetchFailed(f"{shown}: S3 unreachable: {exc}", code="fetch_failed") from exc
-        except BaseException:
-            dest.unlink(missing_ok=True)
-            raise
+            url = self._s3_client().generate_presigned_url(
+                "get_object",
+                Params={"Bucket": bucket, "Key": key},
+                ExpiresIn=int(limits.total_timeout_s) + 60,
+            )
+        except (BotoCoreError, ClientError, ValueError) as exc:  # no credentials, bad bucket name
+            raise FetchFailed(
+                f"{shown}: cannot sign the request: {exc}", code="fetch_failed"
+            ) from exc
+        if self._storage.s3_endpoint_url is not None:
+            limits = limits.model_copy(update={"allow_private": True, "max_redirects": 0})
+        download(url, dest, limits, name=shown)
 
 
 @dataclass(frozen=True)
@@ -323,8 +319,12 @@ def download(
     *,
     resolver: netguard.Resolver = netguard.system_resolver,
     transport: netguard.PinnedTransport | None = None,
+    name: str | None = None,
 ) -> Download:
     """Download ``url`` to ``dest``, each hop checked and pinned; no partial file is left.
+    All of it, connecting and every wait for bytes included, ends within
+    ``limits.total_timeout_s`` however slowly the server sends. Messages call the source
+    ``name`` (default: the URL without its userinfo and query, which may hold secrets).
 
     Errors: ``FetchRefused`` (URL, redirect or 4xx refused; ``too_many_redirects`` beyond
     ``limits.max_redirects``), ``SourceNotFound`` (404/410), ``SourceTooLarge``
@@ -334,6 +334,7 @@ def download(
     timeout = httpx.Timeout(limits.read_timeout_s, connect=limits.connect_timeout_s)
     try:
         with (
+            netguard.deadline(deadline),
             httpx.Client(
                 transport=transport or netguard.PinnedTransport(), timeout=timeout, trust_env=False
             ) as client,
@@ -346,8 +347,7 @@ def download(
                 headers={"Accept-Encoding": "identity"},
             ) as response,
         ):
-            # Messages name the URL without its userinfo and query: both may hold secrets.
-            final = redact_url(str(response.url))
+            final = name or redact_url(str(response.url))
             _raise_for_status(response.status_code, final, response.headers.get("retry-after"))
             declared = response.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > limits.max_bytes:
@@ -360,13 +360,13 @@ def download(
             return Download(dest, size, str(response.url), response.headers.get("content-type"))
     except (netguard.OutboundRefused, netguard.OutboundUnresolvable, httpx.HTTPError) as exc:
         dest.unlink(missing_ok=True)
-        raise _fetch_error(redact_url(url), exc) from exc
+        raise _fetch_error(name or redact_url(url), limits, exc) from exc
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
 
 
-def _fetch_error(shown: str, exc: Exception) -> FetchRefused | FetchFailed:
+def _fetch_error(shown: str, limits: LimitSettings, exc: Exception) -> FetchRefused | FetchFailed:
     """The guard's and httpx's exceptions as fetch errors with their reason codes; ``shown``
     is the redacted URL."""
     if isinstance(exc, netguard.OutboundRefused):
@@ -375,7 +375,10 @@ def _fetch_error(shown: str, exc: Exception) -> FetchRefused | FetchFailed:
     if isinstance(exc, netguard.OutboundUnresolvable):
         return FetchFailed(exc.message, code="dns_failed")
     if isinstance(exc, httpx.TimeoutException):
-        return FetchFailed(f"timed out fetching {shown}: {exc}", code="fetch_timeout")
+        return FetchFailed(
+            f"timed out fetching {shown} (at most {limits.total_timeout_s} s in all): {exc}",
+            code="fetch_timeout",
+        )
     return FetchFailed(f"cannot fetch {shown}: {exc}", code="fetch_failed")
 
 
@@ -408,16 +411,6 @@ def _raise_for_status(status: int, url: str, retry_after: str | None) -> None:
     if status in (401, 403):
         raise FetchRefused(f"{url} answered {status}", code="source_forbidden")
     raise FetchRefused(f"{url} answered {status}", code="http_error")
-
-
-def _s3_error(uri: str, exc: ClientError) -> Exception:
-    code = str(exc.response.get("Error", {}).get("Code", ""))
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if code in _NOT_FOUND or status == 404:
-        return SourceNotFound(f"{uri} does not exist ({code})", code="source_not_found")
-    if code in _FORBIDDEN or status == 403:
-        return FetchRefused(f"{uri}: access denied ({code})", code="source_forbidden")
-    return FetchFailed(f"{uri}: S3 error {code or status}", code="fetch_failed")
 
 
 def _secret(value: Any) -> str | None:

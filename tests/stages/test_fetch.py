@@ -16,7 +16,9 @@ import shutil
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -481,6 +483,73 @@ def test_http_endpoint_down_and_timeout(tmp_path: Path) -> None:
         slow = fetch_error(stage, f"http://127.0.0.1:{silent.getsockname()[1]}/clip.mp4")
     assert isinstance(slow, FetchFailed)
     assert slow.code == "fetch_timeout"
+
+
+class _Drip:
+    """A server on 127.0.0.1 that answers every connection one byte every ``gap_s``: the
+    status line and headers (``phase="headers"``), or quick headers announcing a large body
+    and then the body (``phase="body"``). It gives up after ``for_s``, so code that never
+    stops waiting fails its test instead of hanging it."""
+
+    HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: 100000\r\n\r\n"
+
+    def __init__(self, phase: str, gap_s: float = 0.2, for_s: float = 12.0) -> None:
+        self.phase, self.gap_s, self.for_s = phase, gap_s, for_s
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = int(self.sock.getsockname()[1])
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with suppress(OSError):
+            while not self._stop.is_set():
+                conn, _ = self.sock.accept()
+                threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with conn, suppress(OSError):
+            conn.recv(65536)  # the request
+            if self.phase == "body":
+                conn.sendall(self.HEAD)
+            payload = self.HEAD if self.phase == "headers" else b"\x00" * 100000
+            ends = time.monotonic() + self.for_s
+            for byte in payload:
+                if self._stop.is_set() or time.monotonic() > ends:
+                    return
+                conn.sendall(bytes([byte]))
+                time.sleep(self.gap_s)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_a_dripping_source_ends_at_the_total_deadline(tmp_path: Path, phase: str) -> None:
+    """A byte every 0.2 s never trips the 30 s read timeout; the 2 s total deadline still holds,
+    for HTTP and for S3 alike, within a second."""
+    drip = _Drip(phase)
+    try:
+        limits = {"allow_private": True, "read_timeout_s": 30.0, "total_timeout_s": 2.0}
+        storage = StorageSettings(
+            s3_endpoint_url=f"http://127.0.0.1:{drip.port}",
+            s3_access_key_id=SecretStr("testing"),
+            s3_secret_access_key=SecretStr("testing"),
+        )
+        stage = make_stage(tmp_path, storage=storage, **limits)
+        for uri in (f"http://127.0.0.1:{drip.port}/clip.mp4", "s3://uploads/in/clip.mp4"):
+            started = time.monotonic()
+            error = fetch_error(stage, uri)
+            took = time.monotonic() - started
+            assert isinstance(error, FetchFailed), uri
+            assert error.code == "fetch_timeout", (uri, error)
+            assert "at most 2.0 s in all" in str(error)
+            assert took < 2.0 + 1.0, (uri, took)
+        assert downloads(tmp_path) == []
+    finally:
+        drip.close()
 
 
 def test_connection_is_pinned_to_the_checked_address(

@@ -122,9 +122,14 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from core.config import ServiceConfig
+    from core.config import InsecureConfig, ServiceConfig
 
     config = ServiceConfig.load(args.config)
+    try:
+        config.refuse_left_open()
+    except InsecureConfig as exc:
+        print(f"reelsense serve: {exc}", file=sys.stderr)
+        return 2
     return _run_service(config, local_ray=config.ray.address is None)
 
 

@@ -8,6 +8,7 @@ Secrets are ``SecretStr`` and never appear in logs or reprs.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,7 +16,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.errors import PermanentError
 from core.stage_names import DECODE, FETCH, FUSABLE
+
+log = logging.getLogger(__name__)
 
 
 def _settings(prefix: str) -> SettingsConfigDict:
@@ -231,6 +235,9 @@ class NotifySettings(BaseSettings):
 
     # Standard Webhooks secrets ("whsec_" + base64). Several sign at once during a rotation.
     webhook_secrets: tuple[SecretStr, ...] = ()
+    # Without a secret webhooks go out unsigned: ``reelsense serve`` refuses that unless this
+    # says it is meant (a receiver that checks nothing, on a private network).
+    allow_unsigned: bool = False
     subscriptions: tuple[WebhookSubscription, ...] = ()
     timeout_s: float = 15.0
     # Seconds to wait before each retry; the Standard Webhooks schedule.
@@ -266,9 +273,11 @@ class ApiSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8765
-    # tenant -> its bearer tokens (several while one is rotated); empty: no auth (local use).
+    # tenant -> its bearer tokens (several while one is rotated); empty: no auth, which
+    # ``reelsense serve`` refuses unless ``allow_anonymous`` says it is meant (local use).
     # Keyed by tenant so that the tokens themselves are only ever SecretStr values.
     tenant_tokens: dict[str, tuple[SecretStr, ...]] = {}
+    allow_anonymous: bool = False
     heartbeat_s: float = Field(default=15.0, gt=0)  # comment line on an idle event stream
     health_timeout_s: float = Field(default=2.0, gt=0)  # /healthz waits this long for Redis
     max_page: int = Field(default=500, ge=1)  # largest `limit` a list accepts
@@ -289,6 +298,13 @@ class ApiSettings(BaseSettings):
         return mapping
 
 
+class InsecureConfig(PermanentError):
+    """A setting leaves the service open and no other setting says that is meant."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"refusing to start: {message}", code="insecure_config")
+
+
 class ServiceConfig(BaseModel):
     """All settings of one service process."""
 
@@ -303,6 +319,42 @@ class ServiceConfig(BaseModel):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+
+    def left_open(self) -> list[tuple[str, bool]]:
+        """What this configuration leaves unprotected, each with whether a setting says it is
+        meant: an API without tenant tokens answers anyone; webhooks without a secret go out
+        unsigned."""
+        found = []
+        if not self.api.tenant_tokens:
+            found.append(
+                (
+                    "api.tenant_tokens is empty: the API answers anyone "
+                    "(set tokens, or api.allow_anonymous for local use)",
+                    self.api.allow_anonymous,
+                )
+            )
+        if not self.notify.webhook_secrets:
+            found.append(
+                (
+                    "notify.webhook_secrets is empty: webhooks go out unsigned "
+                    "(set a whsec_ secret, or notify.allow_unsigned)",
+                    self.notify.allow_unsigned,
+                )
+            )
+        return found
+
+    def refuse_left_open(self) -> None:
+        """Raise ``InsecureConfig`` naming what is left open without a setting that says it is
+        meant; log what is meant (WARNING). A service that serves the API or sends webhooks
+        calls this before it starts."""
+        refused = []
+        for what, meant in self.left_open():
+            if meant:
+                log.warning("insecure by choice: %s", what)
+            else:
+                refused.append(what)
+        if refused:
+            raise InsecureConfig("; ".join(refused))
 
     def to_replica_json(self) -> str:
         """This config as JSON for a Ray replica to rebuild, secrets included.

@@ -57,7 +57,7 @@ def service_config(
             "allow_private_targets": True,
             "retry_schedule_s": (0.2, 0.5, 1.0, 2.0),
         },
-        api={"port": api_port},
+        api={"port": api_port, "allow_anonymous": True},  # tests call it without a token
         runtime={"workdir": str(root / "work"), "executor": executor, "retry_backoff_s": (0.2,)},
     )
 

@@ -26,12 +26,17 @@ from runtime.service import ReelsenseService
 log = logging.getLogger(__name__)
 
 
-def _config(args: dict[str, Any]) -> ServiceConfig:
-    return ServiceConfig.load(args.get("config"))
+def _config(args: dict[str, Any], *, exposed: bool = True) -> ServiceConfig:
+    """The config named by ``args``; an application that serves the API or sends webhooks
+    (``exposed``) refuses one that leaves either open by accident."""
+    config = ServiceConfig.load(args.get("config"))
+    if exposed:
+        config.refuse_left_open()
+    return config
 
 
 def pools_app(args: dict[str, Any]) -> Application:
-    return pools_application(_config(args))
+    return pools_application(_config(args, exposed=False))
 
 
 def api_app(args: dict[str, Any]) -> Application:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from ray import serve
 
 from checkpoint.base import VideoState
+from core.config import InsecureConfig
 from devkit.run_config import dump_config
 from devkit.service_run import ServiceRun
 from devkit.workload import write_videos
@@ -17,10 +19,14 @@ pytestmark = pytest.mark.slow
 
 
 async def test_consumer_replicas_process_uploads_with_the_pools_app(
-    tmp_path: Path, service_run: ServiceRun, serve_apps: None
+    tmp_path: Path, service_run: ServiceRun, serve_apps: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = service_run
     config_path = str(dump_config(run.config, tmp_path / "service.yaml"))
+    # Without its webhook secret (it travels in the environment) the consumers refuse to start.
+    with pytest.raises(InsecureConfig, match=r"notify\.webhook_secrets is empty"):
+        consumers_app({"config": config_path})
+    monkeypatch.setenv("REELSENSE_NOTIFY_WEBHOOK_SECRETS", json.dumps([run.secret]))
     serve.run(pools_app({"config": config_path}), name="reelsense-pools", route_prefix=None)
     consumers = serve.run(
         consumers_app({"config": config_path, "replicas": "1", "num_cpus": "0.05"}),

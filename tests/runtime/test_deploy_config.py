@@ -3,6 +3,7 @@ the packages the image installs. Nothing here needs Docker or Kubernetes."""
 
 from __future__ import annotations
 
+import logging
 import re
 import tomllib
 from pathlib import Path
@@ -14,7 +15,9 @@ import yaml
 from pydantic import SecretStr
 from ray.serve.schema import ServeDeploySchema
 
-from core.config import ApiSettings, ServiceConfig
+from cli.main import main as cli_main
+from core.config import ApiSettings, InsecureConfig, ServiceConfig
+from runtime.serve_apps import api_app, consumers_app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -60,6 +63,42 @@ def test_secrets_come_from_the_environment_past_the_file(monkeypatch: pytest.Mon
     }
     shown = repr(config)
     assert not any(secret in shown for secret in ("redis-pw", "s3-secret", "token-1", "whsec_"))
+
+
+def test_serve_refuses_the_production_config_without_its_secrets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No tokens and no webhook secret: ``reelsense serve`` names both and exits 2 before it
+    connects to anything (the config's broker, Redis and S3 are not reachable from here)."""
+    code = cli_main(["serve", "--config", str(DEPLOY / "config" / "production.yaml")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "api.tenant_tokens is empty" in err
+    assert "notify.webhook_secrets is empty" in err
+    for app in (api_app, consumers_app):
+        with pytest.raises(InsecureConfig) as refused:
+            app({"config": str(DEPLOY / "config" / "production.yaml")})
+        assert refused.value.code == "insecure_config"
+
+
+def test_open_settings_start_only_when_meant(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name, value in SECRET_VARIABLES.items():
+        monkeypatch.setenv(name, value)
+    ServiceConfig.load(DEPLOY / "config" / "production.yaml").refuse_left_open()  # all set
+    monkeypatch.delenv("REELSENSE_API_TENANT_TOKENS")
+    with pytest.raises(InsecureConfig, match=r"api\.tenant_tokens is empty") as refused:
+        ServiceConfig.load(DEPLOY / "config" / "production.yaml").refuse_left_open()
+    assert "webhook" not in str(refused.value)
+    monkeypatch.setenv("REELSENSE_API_ALLOW_ANONYMOUS", "true")
+    monkeypatch.setenv("REELSENSE_NOTIFY_WEBHOOK_SECRETS", "[]")
+    monkeypatch.setenv("REELSENSE_NOTIFY_ALLOW_UNSIGNED", "true")
+    with caplog.at_level(logging.WARNING, logger="core.config"):
+        ServiceConfig.load(DEPLOY / "config" / "production.yaml").refuse_left_open()
+    said = [r.getMessage() for r in caplog.records]
+    assert any("insecure by choice: api.tenant_tokens is empty" in m for m in said), said
+    assert any("insecure by choice: notify.webhook_secrets is empty" in m for m in said), said
 
 
 def test_a_token_shared_by_two_tenants_is_refused() -> None:

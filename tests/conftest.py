@@ -8,6 +8,8 @@ machine has none, so the local binaries are the default and nothing is skipped.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,6 +25,16 @@ if TYPE_CHECKING:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Units of work for ``pytest -n 2 --dist loadgroup`` (``make test``): a module runs whole
+    on one worker, so its module fixtures start once; the ``exclusive`` modules, each starting
+    several service processes, are one unit together and run one after another."""
+    for item in items:
+        exclusive = item.get_closest_marker("exclusive") is not None
+        group = "exclusive" if exclusive else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -86,11 +98,12 @@ def s3_endpoint(services_dir: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def ray_session(services_dir: Path) -> Iterator[None]:
-    """A local Ray for the whole session, with a private temp dir and no dashboard."""
+def ray_session() -> Iterator[None]:
+    """A local Ray for the whole session, with a private temp dir and no dashboard (short:
+    Ray puts its sockets there, and a test worker's own temp path is already long)."""
     import ray
 
-    ray_tmp = Path(os.environ.get("RAY_TMPDIR") or services_dir / "ray")
+    ray_tmp = Path(os.environ.get("RAY_TMPDIR") or tempfile.mkdtemp(prefix="rs-t-", dir="/tmp"))
     ray_tmp.mkdir(parents=True, exist_ok=True)
     os.environ["RAY_TMPDIR"] = str(ray_tmp)
     ray.init(
@@ -102,6 +115,8 @@ def ray_session(services_dir: Path) -> Iterator[None]:
     )
     yield
     ray.shutdown()
+    if ray_tmp.name.startswith("rs-t-"):
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 @pytest.fixture

@@ -97,6 +97,9 @@ class LimitSettings(BaseSettings):
     max_fps: float = 240.0
     max_streams: int = 16
     max_frames: int = 20_000  # sampled frames per video
+    # Frames decoded per video (every frame, sampled or not); None: max_duration_s x max_fps.
+    max_decoded_frames: int | None = Field(default=None, ge=1)
+    max_decode_s: float = Field(default=3600.0, gt=0)  # decoding time per video and attempt
     containers: tuple[str, ...] = ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts")
     codecs: tuple[str, ...] = ("h264", "hevc", "vp8", "vp9", "av1", "mpeg4", "mjpeg")
     connect_timeout_s: float = 10.0

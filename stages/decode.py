@@ -10,6 +10,10 @@ Sampling modes:
 - ``keyframes``: the decoder skips everything but key frames (``skip_frame = NONKEY``), which
   is much cheaper; every key frame is a sample.
 
+Limits hold on what is decoded, not only on what the header promised (``_DecodeBudget``): the
+presentation time, the frame size of every frame, the number of frames decoded, the time spent
+decoding, and timestamps that stop advancing each end the video with their reason code.
+
 Frames are turned upright (display matrix), downscaled so the long side is at most
 ``max_side``, and handed out in chunks; the final chunk has ``last=True``. A chunk's size
 follows a target cost: as many samples as fit in ``chunk_decode_mpix`` megapixels decoded, at
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,7 +39,7 @@ from core.records import Chunk, Frame, Image, LocalVideo, ProbeInfo
 from core.stage_names import DECODE
 from stages.base import Resources, StreamingStage
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
-from stages.fetch import main_video_stream, open_container
+from stages.fetch import check_dimensions, main_video_stream, open_container
 
 # Bump when the sampling rules change in a way that changes which frames come out.
 SAMPLER_REVISION = 1
@@ -60,6 +65,53 @@ class ResumePoint:
 
 # Slack against rounding of timestamps to the stream's time base.
 _EPSILON_S = 1e-3
+# Decoded frames in a row whose timestamps do not pass the latest one seen: a stream whose
+# clock stalls or jumps back for this long would otherwise be decoded with nothing sampled.
+_MAX_STALLED_FRAMES = 1000
+
+
+class _DecodeBudget:
+    """What one video may cost as it is decoded, whatever its header said (a Matroska file
+    without a Duration element probes as 0 s; a stream may change its frame size midway)."""
+
+    def __init__(self, limits: LimitSettings) -> None:
+        self._limits = limits
+        self._max_frames = limits.max_decoded_frames or math.ceil(
+            limits.max_duration_s * limits.max_fps
+        )
+        self._deadline = time.monotonic() + limits.max_decode_s
+        self._decoded = 0
+        self._latest = -math.inf
+        self._stalled = 0
+
+    def spend(self, frame: av.VideoFrame, t: float) -> None:
+        """Count one decoded frame at ``t`` seconds; raise when a limit is passed."""
+        limits = self._limits
+        self._decoded += 1
+        if t > limits.max_duration_s:
+            raise LimitExceeded(
+                f"frames at {t:.1f} s, above the {limits.max_duration_s} s limit",
+                code="limit_duration",
+            )
+        check_dimensions(frame.width, frame.height, limits)
+        if self._decoded > self._max_frames:
+            raise LimitExceeded(
+                f"more than {self._max_frames} frames decoded", code="limit_decoded_frames"
+            )
+        if time.monotonic() > self._deadline:
+            raise LimitExceeded(
+                f"decoding took longer than {limits.max_decode_s} s", code="limit_decode_time"
+            )
+        if t > self._latest:
+            self._latest, self._stalled = t, 0
+            return
+        self._stalled += 1
+        if self._stalled >= _MAX_STALLED_FRAMES:
+            raise DecodeError(
+                f"{self._stalled} frames in a row at or before {self._latest:.2f} s: "
+                "the timestamps stopped advancing",
+                code="timestamps_stalled",
+            )
 
 
 class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
@@ -108,7 +160,9 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
 
         Raises (from the generator, after the chunks already yielded) :class:`DecodeError`
         (``decode_error`` for corrupt data, ``video_truncated`` when the data ends early) and
-        :class:`LimitExceeded` (``limit_frames``).
+        :class:`LimitExceeded` (``limit_frames``, and from what is decoded ``limit_duration``,
+        ``limit_dimensions``, ``limit_decoded_frames``, ``limit_decode_time``; a stalled clock is
+        ``timestamps_stalled``).
         """
         return self.stream_from(item, None)
 
@@ -157,7 +211,9 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
             skip_until = resume.after_s + _EPSILON_S
             next_slot = (math.floor((resume.after_s + _EPSILON_S) / interval) + 1) * interval
             reader.seek(resume.after_s)
+        budget = _DecodeBudget(self._limits)
         for frame, t in reader:
+            budget.spend(frame, t)
             if t <= skip_until:
                 continue
             if self._mode == "fps":

@@ -54,6 +54,18 @@ redact_logged_urls(logging.getLogger("httpx"))
 _PLAYLIST_MAGIC = (b"#EXTM3U", b"ffconcat", b"<?xml", b"<MPD")
 
 
+def check_dimensions(width: int, height: int, limits: LimitSettings) -> None:
+    """``LimitExceeded`` (``limit_dimensions``) for a frame size above the limits, whichever
+    way round: a portrait 2160x3840 video fits a 7680x4320 limit."""
+    if max(width, height) > max(limits.max_width, limits.max_height) or min(width, height) > min(
+        limits.max_width, limits.max_height
+    ):
+        raise LimitExceeded(
+            f"{width}x{height} is above the {limits.max_width}x{limits.max_height} limit",
+            code="limit_dimensions",
+        )
+
+
 def open_container(path: str | Path, limits: LimitSettings) -> InputContainer:
     """Open ``path`` with only the allowed demuxers and local-file I/O.
 
@@ -127,14 +139,7 @@ def _describe(container: InputContainer, size: int, limits: LimitSettings) -> Pr
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise InvalidVideo("the video stream has no frame size", code="invalid_video")
-    # Orientation-agnostic: a portrait 2160x3840 video fits a 7680x4320 limit.
-    if max(width, height) > max(limits.max_width, limits.max_height) or min(width, height) > min(
-        limits.max_width, limits.max_height
-    ):
-        raise LimitExceeded(
-            f"{width}x{height} is above the {limits.max_width}x{limits.max_height} limit",
-            code="limit_dimensions",
-        )
+    check_dimensions(width, height, limits)
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
     fps = float(rate) if rate else 0.0
     if fps > limits.max_fps:

@@ -18,11 +18,7 @@ import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
-
-import av
-import numpy as np
 
 from tests.stages import media
 
@@ -105,52 +101,15 @@ def _faststart(ctx: Context) -> Path:
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    _encode(path, seconds=6.0, fps=25, size=(320, 180), options={"movflags": "+faststart"})
-    return path
-
-
-def _encode(
-    path: Path,
-    *,
-    seconds: float,
-    fps: int,
-    size: tuple[int, int] = TINY,
-    codec: str = "libx264",
-    options: dict[str, str] | None = None,
-    audio_streams: int = 0,
-) -> Path:
-    """A plain gradient video (no text rendering: the cheapest valid frames)."""
-    with av.open(str(path), mode="w", options=options or {}) as container:
-        stream = container.add_stream(codec, rate=fps)
-        assert isinstance(stream, av.VideoStream)
-        stream.width, stream.height = size
-        stream.pix_fmt = "yuv420p"
-        if codec == "libx264":
-            stream.options = {"preset": "ultrafast", "threads": "1"}
-        audios = [container.add_stream("aac", rate=8000) for _ in range(audio_streams)]
-        frames = max(1, round(seconds * fps))
-        for i in range(frames):
-            shade = np.full((size[1], size[0], 3), (i * 7) % 256, dtype=np.uint8)
-            frame = av.VideoFrame.from_ndarray(shade, format="rgb24").reformat(format="yuv420p")
-            frame.pts = i
-            frame.time_base = Fraction(1, fps)
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
-        for audio in audios:
-            assert isinstance(audio, av.AudioStream)
-            silence = av.AudioFrame.from_ndarray(
-                np.zeros((1, 1024), np.float32), format="fltp", layout="mono"
-            )
-            silence.sample_rate = 8000
-            silence.pts = 0
-            container.mux(audio.encode(silence))
-            container.mux(audio.encode(None))
+    media.write_plain(
+        path, seconds=6.0, fps=25, size=(320, 180), options={"movflags": "+faststart"}
+    )
     return path
 
 
 def _encoded(name: str, suffix: str = ".mp4", **kwargs: object) -> Callable[[Context], str]:
     def build(ctx: Context) -> str:
-        return _encode(ctx.root / f"{name}{suffix}", **kwargs).as_uri()  # type: ignore[arg-type]
+        return media.write_plain(ctx.root / f"{name}{suffix}", **kwargs).as_uri()  # type: ignore[arg-type]
 
     return build
 
@@ -248,7 +207,7 @@ def _tiny(ctx: Context) -> Path:
     path = ctx.root / "base" / "tiny.mp4"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        _encode(path, seconds=1, fps=5)
+        media.write_plain(path, seconds=1, fps=5)
     return path
 
 

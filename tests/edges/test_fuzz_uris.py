@@ -29,7 +29,8 @@ from core.errors import ReelsenseError
 from core.records import VideoRef
 from stages.fetch import FetchProbeStage
 from tests.core.test_netguard import ONCE_GLOBAL
-from tests.edges.corpus import TINY, _encode
+from tests.edges.corpus import TINY
+from tests.stages import media
 
 _V4 = st.ip_addresses(v=4).map(str)
 _V6 = st.ip_addresses(v=6).map(str)
@@ -152,9 +153,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (inside / "sub").mkdir(parents=True)
     outside = base / "outside"
     outside.mkdir()
-    _encode(inside / "clip.mp4", seconds=1, fps=5, size=TINY)
-    _encode(inside / "sub" / "clip.mp4", seconds=1, fps=5, size=TINY)
-    _encode(outside / "clip.mp4", seconds=1, fps=5, size=TINY)
+    media.write_plain(inside / "clip.mp4", seconds=1, fps=5, size=TINY)
+    media.write_plain(inside / "sub" / "clip.mp4", seconds=1, fps=5, size=TINY)
+    media.write_plain(outside / "clip.mp4", seconds=1, fps=5, size=TINY)
     os.symlink(outside / "clip.mp4", inside / "link")
     os.symlink(outside, inside / "dirlink")
     os.symlink(inside / "loop", inside / "loop")

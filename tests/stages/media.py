@@ -139,3 +139,49 @@ def set_mp4_rotation(path: Path, degrees: int) -> Path:
     data[matrix_at : matrix_at + 36] = struct.pack(">9i", *values)
     path.write_bytes(bytes(data))
     return path
+
+
+def write_plain(
+    path: Path,
+    seconds: float,
+    *,
+    fps: int = 10,
+    size: tuple[int, int] = (64, 64),
+    codec: str = "libx264",
+    container: str | None = None,
+    options: dict[str, str] | None = None,
+    audio_streams: int = 0,
+) -> Path:
+    """Flat frames of changing grey (no text: the cheapest valid frames to encode and decode),
+    with ``audio_streams`` tracks of silence. ``container`` and its muxer ``options`` pick the
+    format (by default the file's suffix; ``matroska`` with ``live=1`` writes no Duration)."""
+    with av.open(str(path), mode="w", format=container, options=options or {}) as out:
+        stream = out.add_stream(codec, rate=fps)
+        assert isinstance(stream, av.VideoStream)
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuv420p"
+        if codec == "libx264":
+            stream.options = {"preset": "ultrafast", "threads": "1"}
+        audios = [out.add_stream("aac", rate=8000) for _ in range(audio_streams)]
+        for i in range(max(1, round(seconds * fps))):
+            shade = np.full((size[1], size[0], 3), (i * 7) % 256, dtype=np.uint8)
+            frame = av.VideoFrame.from_ndarray(shade, format="rgb24").reformat(format="yuv420p")
+            frame.pts, frame.time_base = i, Fraction(1, fps)
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+        for audio in audios:
+            assert isinstance(audio, av.AudioStream)
+            silence = av.AudioFrame.from_ndarray(
+                np.zeros((1, 1024), np.float32), format="fltp", layout="mono"
+            )
+            silence.sample_rate, silence.pts = 8000, 0
+            out.mux(audio.encode(silence))
+            out.mux(audio.encode(None))
+    return path
+
+
+def concatenate(path: Path, *parts: Path) -> Path:
+    """MPEG-TS files played one after the other, byte for byte: each part restarts the clock
+    and may bring its own frame size, as a live stream that was spliced would."""
+    path.write_bytes(b"".join(part.read_bytes() for part in parts))
+    return path

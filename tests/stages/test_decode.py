@@ -226,6 +226,46 @@ def test_frame_cap(clip: Path) -> None:
     assert len(received) == 1
 
 
+def test_limits_hold_on_what_is_decoded(tmp_path: Path) -> None:
+    """Headers that understate a video pass the probe; decoding still stops at each limit,
+    with its own reason code, after the chunks that were within it."""
+    stage_settings = settings(sample_fps=1.0, chunk_frames=1)
+    live = media.write_plain(
+        tmp_path / "live.mkv", 4.0, container="matroska", options={"live": "1"}
+    )
+    small, large = (
+        media.write_plain(tmp_path / f"{name}.ts", 2.0, size=size, container="mpegts")
+        for name, size in (("small", (64, 64)), ("large", (640, 480)))
+    )
+    grows = media.concatenate(tmp_path / "grows.ts", small, large)
+    long = media.write_plain(tmp_path / "long.ts", 120.0, container="mpegts")
+    stalls = media.concatenate(tmp_path / "stalls.ts", long, long)
+    cases = [
+        # No Duration element: probed as 0 s, decoded for 4 s.
+        (live, LimitSettings(max_duration_s=2.0), "limit_duration"),
+        # The first frames are 64x64, the later ones 640x480.
+        (grows, LimitSettings(max_width=320, max_height=240), "limit_dimensions"),
+        (live, LimitSettings(max_decoded_frames=15), "limit_decoded_frames"),
+        (live, LimitSettings(max_decode_s=1e-6), "limit_decode_time"),
+        # The clock starts again at 0 after 120 s: 1200 frames that never pass it.
+        (stalls, LIMITS, "timestamps_stalled"),
+    ]
+    for path, limits, code in cases:
+        video = local(path, limits)
+        if path == live:
+            assert video.probe.duration_s == 0
+        if path == grows:
+            assert (video.probe.width, video.probe.height) == (64, 64)
+        received, error = drain(DecodeSampleStage(stage_settings, limits).stream(video))
+        assert isinstance(error, ReelsenseError), (path.name, code)
+        assert error.code == code, (path.name, error)
+        assert not any(chunk.last for chunk in received)
+    # Within the limits, each decodes to the end.
+    for path in (live, grows):
+        chunks = run(DecodeSampleStage(stage_settings, LIMITS), path)
+        assert chunks[-1].last
+
+
 def test_abandoned_stream_can_be_closed(long_clip: Path) -> None:
     chunks = DecodeSampleStage(settings(chunk_frames=1), LIMITS).stream(local(long_clip))
     assert next(chunks).index == 0

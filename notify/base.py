@@ -139,12 +139,17 @@ class WebhookDelivery(ABC):
 class StatusPublisher(ABC):
     """Publishes final video events to a Kafka topic for systems that prefer a stream."""
 
+    @property
+    @abstractmethod
+    def topic(self) -> str: ...
+
     @abstractmethod
     async def start(self) -> None: ...
 
     @abstractmethod
     async def publish(self, event: OutboxEvent) -> None:
-        """Publish once; raises a ``RetryableError`` when the broker cannot take it now."""
+        """Publish once; raises a ``RetryableError`` when the broker cannot take it now, a
+        ``PermanentError`` (``StatusPublishRefused``) when it never will."""
 
     @abstractmethod
     async def stop(self) -> None: ...

@@ -41,6 +41,7 @@ from notify.base import (
 )
 from notify.delivery_log import MemoryDeliveryLog
 from notify.endpoints import EndpointHealth, utc_from
+from notify.errors import StatusPublishRefused
 
 log = logging.getLogger(__name__)
 
@@ -284,9 +285,22 @@ class NotificationDispatcher:
             self._room.set()
 
     async def _publish(self, entry: _Entry) -> None:
+        """The event on the status topic; retried while the broker may take it, dead-lettered
+        (target ``kafka:{topic}``) when it never will."""
         publisher = self._publisher
         assert publisher is not None
-        await self._retry("status topic", lambda: publisher.publish(entry.event))
+        try:
+            await self._retry("status topic", lambda: publisher.publish(entry.event))
+        except StatusPublishRefused as exc:
+            result = DeliveryResult(Outcome.FAILED, code=exc.code, detail=str(exc))
+            await self._record(
+                entry,
+                target=f"kafka:{publisher.topic}",
+                attempt=1,
+                outcome=Outcome.FAILED,
+                result=result,
+                next_at=None,
+            )
 
     async def _deliver(self, entry: _Entry, target: str) -> None:
         """All attempts of one message to one target, resumed from the log after a restart.

@@ -53,6 +53,12 @@ class StatusPublishFailed(RetryableError):
     code = "status_publish_failed"
 
 
+class StatusPublishRefused(PermanentError):
+    """The broker will never take this event (too large, topic refused): dead-lettered."""
+
+    code = "status_publish_refused"
+
+
 class DeliveryLogUnavailable(RetryableError):
     """The delivery log's store could not be reached."""
 

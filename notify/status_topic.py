@@ -5,7 +5,8 @@ The record value is the same JSON payload the webhooks carry (``{"type", "timest
 and the ``webhook-id`` header carries the deterministic message id for deduplication.
 
 The producer is a plain one: Tansu, the embedded broker, refuses idempotent producers.
-Delivery is at-least-once; a republished event carries the same ``webhook-id``.
+Delivery is at-least-once; a republished event carries the same ``webhook-id``. An event the
+broker will never take (``StatusPublishRefused``) is dead-lettered by the dispatcher.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from aiokafka.errors import KafkaError
 from checkpoint.base import OutboxEvent
 from core.config import KafkaSettings
 from notify.base import StatusPublisher, WebhookMessage
-from notify.errors import StatusPublishFailed
+from notify.errors import StatusPublishFailed, StatusPublishRefused
 
 
 class StatusTopicPublisher(StatusPublisher):
@@ -70,7 +71,11 @@ class StatusTopicPublisher(StatusPublisher):
                     ("event-type", event.type.encode()),
                 ],
             )
-        except (KafkaError, OSError) as exc:
+        except KafkaError as exc:
+            if not exc.retriable:  # too large, topic or authorization refused: for ever
+                raise StatusPublishRefused(f"{self.topic} refused the event: {exc!r}") from None
+            raise StatusPublishFailed(f"publish to {self.topic} failed: {exc!r}") from None
+        except OSError as exc:
             raise StatusPublishFailed(f"publish to {self.topic} failed: {exc!r}") from None
 
     async def stop(self) -> None:

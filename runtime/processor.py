@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from checkpoint.base import CheckpointStore, OutboxEvent
 from checkpoint.chunk_store import ChunkStore
@@ -38,10 +39,13 @@ from runtime.executor import ChunkTicket, IngestChunk, IngestItem, StageExecutor
 from runtime.metrics import PipelineMetrics
 from runtime.reuse import ReusePlan
 from runtime.video_run import VideoRun
+from sinks.object_store import document_key
 from stages.decode import ResumePoint
 from stages.pipeline import Lineage
 
 log = logging.getLogger(__name__)
+# The start of the text a `video.done` message carries; the rest is in the result document.
+DONE_TEXT_CHARS = 1000
 
 
 class VideoProcessor:
@@ -268,7 +272,7 @@ class VideoProcessor:
             run.epoch,
             frames=len(frames),
             timings=result.timings,
-            outbox=self._outbox("video.done", ref, _done_data(result)),
+            outbox=self._outbox("video.done", ref, done_message_data(result)),
         )
         await self._drop_chunks(ref.video_id)
 
@@ -423,10 +427,22 @@ def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:
     return ResumePoint(previous.index + 1, last.index + 1, last.timestamp_s, finished=previous.last)
 
 
-def _done_data(result: VideoResult) -> dict[str, Any]:
+def done_message_data(result: VideoResult) -> dict[str, Any]:
+    """What ``video.done`` says: counts, the start of the text and where the whole result is,
+    never all of it, so the message stays small whatever the video holds (a status-topic
+    record has 1 MiB, and receivers refuse large bodies)."""
+    ref = result.ref
+    text = result.text
     return {
         "frames": len(result.frames),
         "duration_s": result.probe.duration_s,
-        "text": result.text,
+        "text": text[:DONE_TEXT_CHARS],
+        "text_truncated": len(text) > DONE_TEXT_CHARS,
+        "text_lines": text.count("\n") + 1 if text else 0,
+        "text_chars": len(text),
         "timings": result.timings,
+        "result": {
+            "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
+            "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
+        },
     }

@@ -159,6 +159,30 @@ async def test_mark_done_delivers_a_signed_webhook_and_acks(
     assert json.loads(record.value) == payload
 
 
+async def test_an_event_the_status_topic_refuses_is_dead_lettered_not_retried(
+    ctx: Ctx, kafka_bootstrap: str, unique: str
+) -> None:
+    topic = f"status-{unique}"
+    await create_topic(kafka_bootstrap, topic)
+    publisher = StatusTopicPublisher(KafkaSettings(bootstrap=kafka_bootstrap, status_topic=topic))
+    event = await ctx.finish(
+        "v-big", callback=ctx.receiver.url("/cb"), data={"blob": "x" * (2 * 1024 * 1024)}
+    )
+    async with running(make_dispatcher(ctx, notify_settings(), publisher=publisher)) as d:
+        await eventually(ctx.all_acked)
+        letters = {x.target: x for x in await d.delivery_log.dead_letters(10)}
+    assert {x.webhook_id for x in letters.values()} == {event.webhook_id}
+    kafka = letters[f"kafka:{topic}"]
+    assert (kafka.outcome, kafka.code, kafka.attempts) == (
+        Outcome.FAILED,
+        "status_publish_refused",
+        1,
+    )
+    # The receiver refuses 2 MiB too (413): one attempt, no retries either.
+    hook = letters[ctx.receiver.url("/cb")]
+    assert (hook.outcome, hook.code, hook.attempts) == (Outcome.FAILED, "webhook_rejected", 1)
+
+
 async def test_subscriptions_match_tenant_and_event_type(ctx: Ctx) -> None:
     settings = notify_settings(
         subscriptions=(

@@ -10,7 +10,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from core.config import KafkaSettings
 from devkit.services import free_port
 from devkit.workload import read_records
-from notify.errors import StatusPublishFailed
+from notify.errors import StatusPublishFailed, StatusPublishRefused
 from notify.status_topic import StatusTopicPublisher
 from tests.notify.support import make_event
 
@@ -65,3 +65,21 @@ async def test_broker_down_is_a_retryable_error() -> None:
         await publisher.publish(make_event())
     assert caught.value.code == "status_publish_failed"
     await publisher.stop()
+
+
+async def test_an_event_the_broker_never_takes_is_refused(
+    kafka_bootstrap: str, unique: str
+) -> None:
+    """Above the producer's 1 MiB request limit: no retry can help, so it is not retryable."""
+    topic = f"status-{unique}"
+    await create_topic(kafka_bootstrap, topic)
+    publisher = StatusTopicPublisher(KafkaSettings(bootstrap=kafka_bootstrap, status_topic=topic))
+    try:
+        with pytest.raises(StatusPublishRefused) as caught:
+            await publisher.publish(make_event(data={"blob": "x" * (2 * 1024 * 1024)}))
+        assert caught.value.code == "status_publish_refused"
+        await publisher.publish(make_event("vid-2"))  # the next event goes through
+        [record] = await read_records(kafka_bootstrap, topic, 1)
+        assert record.key == b"vid-2"
+    finally:
+        await publisher.stop()

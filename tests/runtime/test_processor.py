@@ -4,6 +4,7 @@ chunk after a crash, fenced sink writes, and rebuilding a lost record from the s
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections import Counter
 from collections.abc import AsyncIterator, Collection
@@ -24,12 +25,14 @@ from devkit.samples import Scene, write_video
 from models.embedding import resolve_model_path
 from runtime.executor import IngestItem, StageExecutor
 from runtime.local_executor import LocalExecutor
-from runtime.processor import VideoProcessor
+from runtime.processor import DONE_TEXT_CHARS, VideoProcessor, done_message_data
 from sinks.lance import LanceFrameSink, LanceSummarySink
+from sinks.object_store import document_key
 from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
 from storage.local import LocalObjectStore
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
+from tests.sinks import make_result
 
 
 @pytest.fixture(scope="module")
@@ -372,3 +375,22 @@ async def test_videos_decoding_limits_decoders_not_videos_in_flight(
         assert second_opened > first_decoded
     else:  # both at once
         assert second_opened < first_decoded
+
+
+def test_the_done_message_stays_small_whatever_the_video_holds() -> None:
+    """400 lines of text: the message carries the first 1000 characters, the counts and where
+    the whole result is; a video with little text gets all of it."""
+    texts = [f"line {i} " + "x" * 60 for i in range(400)]
+    full = make_result("vid-1", frames=400, texts=texts, tenant="acme", embed=False)
+    data = done_message_data(full)
+    assert data["text"] == full.text[:DONE_TEXT_CHARS]
+    assert data["text_truncated"] is True
+    assert (data["text_lines"], data["text_chars"]) == (400, len(full.text))
+    assert data["result"] == {
+        "status": "/v1/videos/vid-1",
+        "document": document_key("acme", "vid-1", full.pipeline_version),
+    }
+    assert len(json.dumps(data)) < 2 * DONE_TEXT_CHARS
+    small = make_result("vid-2", frames=2, embed=False)
+    data = done_message_data(small)
+    assert (data["text"], data["text_truncated"], data["text_lines"]) == (small.text, False, 2)

@@ -87,6 +87,7 @@ class RedisCheckpointStore(CheckpointStore):
         self._scripts: dict[str, AsyncScript] = {
             name: self._redis.register_script(load_script(name)) for name in SCRIPTS
         }
+        self._hold_outbox = self._redis.register_script(load_script("hold_outbox", alone=True))
         self._group_ready = False
         self.aof_wait_supported: bool | None = None  # None until the first final transition
 
@@ -351,6 +352,19 @@ class RedisCheckpointStore(CheckpointStore):
                 if start == "0-0":
                     break
             return await self._decode_outbox(claimed)
+
+    async def hold_outbox(self, consumer: str, entry_ids: list[str]) -> list[str]:
+        """Renew ``consumer``'s hold on the entries it works on, so ``reclaim_outbox`` of
+        another consumer does not take them over while it lives; the ids still held (an entry
+        another consumer took over meanwhile is no longer this one's)."""
+        if not entry_ids:
+            return []
+        async with boundary():
+            held = await self._hold_outbox(
+                keys=[self._outbox],
+                args=[self._settings.outbox_group, consumer, *entry_ids],
+            )
+        return [str(i) for i in held]
 
     async def ack_outbox(self, entry_ids: list[str]) -> None:
         """Acknowledge delivered entries and delete them, so the stream only holds work."""

@@ -32,11 +32,14 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SCRIPTS = ("mark_queued", "claim", "advance", "mark_chunk", "mark_done", "mark_failed")
 
 
-def load_script(name: str) -> str:
-    """The Lua source of one transition: the shared head, then the script itself."""
+def load_script(name: str, *, alone: bool = False) -> str:
+    """The Lua source of one transition: the shared head, then the script itself; ``alone``:
+    a script that touches no record (the outbox's), without the head."""
     package = resources.files("checkpoint")
-    head = package.joinpath("redis_lib.lua").read_text(encoding="utf-8")
-    return head + "\n" + package.joinpath(f"redis_{name}.lua").read_text(encoding="utf-8")
+    body = package.joinpath(f"redis_{name}.lua").read_text(encoding="utf-8")
+    if alone:
+        return body
+    return package.joinpath("redis_lib.lua").read_text(encoding="utf-8") + "\n" + body
 
 
 def _time(value: str | None) -> datetime | None:

@@ -260,15 +260,25 @@ class NotifySettings(BaseSettings):
     max_pending_events: int = Field(default=1000, ge=1)  # outbox entries held unacked at once
     read_count: int = Field(default=16, ge=1)  # outbox entries per read
     read_block_ms: int = Field(default=1000, ge=1)
-    # Entries another notifier took and left unacked this long are taken over (it is gone).
-    # A live notifier re-reads its own pending entries at least every read_block_ms, so they
-    # never sit idle this long; a takeover of a live one's entry only sends it twice.
+    # Entries another notifier took and left unacked this long are taken over (it is gone or
+    # hangs). A live notifier renews its hold on the entries it works on every
+    # reclaim_interval_s, so they never sit idle this long; one that stalled past it finds its
+    # entries taken over and stops working on them, so each attempt is sent once.
     reclaim_after_s: float = Field(default=60.0, gt=0)
     reclaim_interval_s: float = Field(default=15.0, gt=0)
     drain_timeout_s: float = Field(default=10.0, ge=0)  # on stop, for attempts under way
     log_max_attempts: int = Field(default=100, ge=1)  # delivery attempts kept per message
     log_retention_s: float = Field(default=30 * 86400.0, gt=0)
     user_agent: str = "reelsense-webhooks/0.1"
+
+    @model_validator(mode="after")
+    def _holds_renewed_in_time(self) -> NotifySettings:
+        if self.reclaim_interval_s >= self.reclaim_after_s:
+            raise ValueError(
+                "notify.reclaim_interval_s must be below notify.reclaim_after_s: holds on "
+                "entries in hand are renewed that often, or live notifiers lose them"
+            )
+        return self
 
 
 class ApiSettings(BaseSettings):

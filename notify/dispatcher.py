@@ -48,17 +48,24 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class ReclaimingStore(Protocol):
-    """A store that can hand over entries another consumer took and never acked."""
+    """A store that can hand over entries another consumer took and never acked, and lets a
+    live consumer keep the entries it works on."""
 
     async def reclaim_outbox(
         self, consumer: str, min_idle_ms: int, *, count: int = 16
     ) -> list[tuple[str, OutboxEvent]]: ...
 
+    async def hold_outbox(self, consumer: str, entry_ids: list[str]) -> list[str]: ...
 
-def _only_abandoned(exc: BaseException) -> bool:
+
+class _TakenOver(Exception):
+    """Another notifier took the entry over (this one was thought gone): it sends it now."""
+
+
+def _only(exc: BaseException, kind: type[BaseException]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
-        return all(_only_abandoned(e) for e in exc.exceptions)
-    return isinstance(exc, Abandoned)
+        return all(_only(e, kind) for e in exc.exceptions)
+    return isinstance(exc, kind)
 
 
 def targets_for(event: OutboxEvent, subscriptions: tuple[WebhookSubscription, ...]) -> list[str]:
@@ -80,6 +87,8 @@ class _Entry:
     targets: list[str]
     task: asyncio.Task[None] | None = None
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    taken_over: bool = False  # another notifier holds it now: no more attempts from here
+    sending: int = 0  # attempts under way, each finished and recorded even when taken over
 
 
 class NotificationDispatcher:
@@ -184,10 +193,12 @@ class NotificationDispatcher:
         await self.health.save(EndpointState(url=url))
 
     async def _reclaim_loop(self) -> None:
-        """Take over entries of notifiers that went away without acking them."""
+        """Keep the entries in hand, and take over entries of notifiers that went away
+        without acking them."""
         assert isinstance(self._store, ReclaimingStore)
         min_idle_ms = int(self._settings.reclaim_after_s * 1000)
         while True:
+            await self._renew_holds(self._store)
             room = self._settings.max_pending_events - len(self._entries)
             taken: list[tuple[str, OutboxEvent]] = []
             if room > 0:
@@ -202,6 +213,26 @@ class NotificationDispatcher:
                     log.info("took over outbox entry %s (%s)", entry_id, event.webhook_id)
                     self._start(entry_id, event)
             await asyncio.sleep(self._settings.reclaim_interval_s)
+
+    async def _renew_holds(self, store: ReclaimingStore) -> None:
+        """Renew the hold on every entry in hand, so no other notifier takes one over while
+        its retry waits; stop working on any entry another notifier took over all the same
+        (this one stalled past ``reclaim_after_s``), so that one notifier sends it."""
+        in_hand = list(self._entries)
+        try:
+            held = set(await store.hold_outbox(self._consumer, in_hand))
+        except ReelsenseError as exc:
+            log.warning("outbox hold failed (%s): %s", exc.code, exc)
+            return
+        for entry_id in set(in_hand) - held:
+            entry = self._entries.get(entry_id)
+            if entry is None or entry.task is None or entry.task.done():
+                continue  # acked meanwhile
+            if not entry.taken_over:
+                log.warning("outbox entry %s was taken over by another notifier", entry_id)
+            entry.taken_over = True
+            if not entry.sending:  # a wait is cut; an attempt under way is finished first
+                entry.task.cancel()
 
     async def _read_loop(self) -> None:
         failures = 0
@@ -265,8 +296,10 @@ class NotificationDispatcher:
                     group.create_task(self._publish(entry))
             await self._retry("outbox ack", lambda: self._store.ack_outbox([entry.entry_id]))
         except Exception as exc:
-            if _only_abandoned(exc):
+            if _only(exc, Abandoned):
                 log.info("stopping: outbox entry %s left unacked", entry.entry_id)
+            elif _only(exc, _TakenOver):
+                log.info("outbox entry %s left to the notifier that took it over", entry.entry_id)
             else:
                 # One broken entry must not stop the notifier. Left unacked, the store hands
                 # it out again; the log keeps what was already delivered.
@@ -308,39 +341,56 @@ class NotificationDispatcher:
         The log and the endpoint state know the target without its credentials."""
         url, target = target, redact_url(target)
         attempt, due = 1, self._clock()
-        last = await self._last_attempt(entry.message.id, target)
-        if last is not None:
-            if last.outcome.final:
-                entry.outcomes[target] = last.outcome
-                return
-            attempt = last.attempt + 1
-            if last.next_retry_at is not None:
-                due = last.next_retry_at.timestamp()
         while True:
-            await self._wait(due - self._clock())
-            state = await self.health.get(target)
-            if state.disabled:
-                result = DeliveryResult(
-                    Outcome.DISABLED, code="webhook_endpoint_disabled", detail="not sent"
-                )
-            else:
-                async with self._slots:
-                    result = await self._sender.deliver(url, entry.message)
-                state = await self.health.update(target, result)
-            outcome, next_at = self._next(result, state, attempt)
-            await self._record(
-                entry,
-                target=target,
-                attempt=attempt,
-                outcome=outcome,
-                result=result,
-                next_at=next_at,
-            )
+            if entry.taken_over:
+                raise _TakenOver
+            # The log first, before every attempt: what an earlier life of this notifier, or
+            # another notifier that held the entry, did is not done again.
+            last = await self._last_attempt(entry.message.id, target)
+            if last is not None and last.attempt >= attempt:
+                if last.outcome.final:
+                    entry.outcomes[target] = last.outcome
+                    return
+                attempt = last.attempt + 1
+                if last.next_retry_at is not None:
+                    due = last.next_retry_at.timestamp()
+            if due > self._clock():
+                await self._wait(due - self._clock())
+                continue  # the log again: another holder may have made this attempt
+            entry.sending += 1
+            try:
+                outcome, next_at = await self._attempt(entry, url, target, attempt)
+            finally:
+                entry.sending -= 1
             if outcome.final:
                 entry.outcomes[target] = outcome
                 return
             assert next_at is not None
             attempt, due = attempt + 1, next_at
+
+    async def _attempt(
+        self, entry: _Entry, url: str, target: str, attempt: int
+    ) -> tuple[Outcome, float | None]:
+        """One attempt, recorded in the log; its outcome and when to try again."""
+        state = await self.health.get(target)
+        if state.disabled:
+            result = DeliveryResult(
+                Outcome.DISABLED, code="webhook_endpoint_disabled", detail="not sent"
+            )
+        else:
+            async with self._slots:
+                result = await self._sender.deliver(url, entry.message)
+            state = await self.health.update(target, result)
+        outcome, next_at = self._next(result, state, attempt)
+        await self._record(
+            entry,
+            target=target,
+            attempt=attempt,
+            outcome=outcome,
+            result=result,
+            next_at=next_at,
+        )
+        return outcome, next_at
 
     def _next(
         self, result: DeliveryResult, state: EndpointState, attempt: int

@@ -478,6 +478,55 @@ async def test_entries_of_a_vanished_notifier_are_taken_over(ctx: Ctx) -> None:
     ]
 
 
+async def test_two_live_notifiers_send_each_attempt_once(ctx: Ctx) -> None:
+    """Retries wait longer than reclaim_after_s: the holder renews its hold, so the other
+    notifier never takes the entry over, and every attempt goes out once."""
+    ctx.receiver.script("/cb", [500, 500])
+    settings = notify_settings(
+        retry_schedule_s=(1.5, 1.5), reclaim_after_s=1.0, reclaim_interval_s=0.1
+    )
+    event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
+    log1, log2 = ctx.redis_log(), ctx.redis_log()  # one log in Redis, as in production
+    async with (
+        running(make_dispatcher(ctx, settings, name="n1", delivery_log=log1)),
+        running(make_dispatcher(ctx, settings, name="n2", delivery_log=log2)),
+    ):
+        await eventually(ctx.all_acked)
+    assert [r.status for r in ctx.receiver.requests] == [500, 500, 200]
+    attempts = await log1.attempts(event.webhook_id)
+    assert [(a.attempt, a.outcome) for a in attempts] == [
+        (1, Outcome.RETRY),
+        (2, Outcome.RETRY),
+        (3, Outcome.DELIVERED),
+    ]
+    await log1.close()
+    await log2.close()
+
+
+async def test_a_notifier_whose_entry_was_taken_over_stops_sending_it(ctx: Ctx) -> None:
+    """As if the holder had stalled past reclaim_after_s: another notifier takes the entry
+    over; the first one lets go at its next renewal and only the new holder retries."""
+    ctx.receiver.script("/cb", [500])
+    settings = notify_settings(retry_schedule_s=(3.0,), reclaim_interval_s=0.1)
+    event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
+    log1, log2 = ctx.redis_log(), ctx.redis_log()
+    async with running(make_dispatcher(ctx, settings, name="n1", delivery_log=log1)) as first:
+        await ctx.receiver.wait_for(1)
+        [(_, taken)] = await ctx.store.reclaim_outbox("n2", 0)
+        assert taken.webhook_id == event.webhook_id
+
+        async def let_go() -> bool:
+            return first.pending == 0
+
+        await eventually(let_go, timeout_s=2)  # well before its retry is due
+        async with running(make_dispatcher(ctx, settings, name="n2", delivery_log=log2)):
+            await eventually(ctx.all_acked)
+    assert [r.status for r in ctx.receiver.requests] == [500, 200]
+    assert [a.attempt for a in await log2.attempts(event.webhook_id)] == [1, 2]
+    await log1.close()
+    await log2.close()
+
+
 async def test_a_retrying_endpoint_does_not_hold_back_other_events(ctx: Ctx) -> None:
     ctx.receiver.script("/slow", [500])
     settings = notify_settings(retry_schedule_s=(30.0,))

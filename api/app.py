@@ -20,6 +20,7 @@ from api.dependencies import ApiContext, token_digest
 from api.errors import install_error_handlers
 from api.metrics import RequestMetrics
 from api.models import complete_openapi
+from api.progress_hub import ProgressHub
 from api.routes_dead_letters import dead_letter_routes
 from api.routes_events import event_routes
 from api.routes_operations import operation_routes
@@ -42,14 +43,18 @@ def create_app(
     heartbeat_s: float = 15.0,
     health_timeout_s: float = 2.0,
     max_page: int = 500,
+    max_streams: int = 1000,
+    max_streams_per_tenant: int = 100,
     owns_store: bool = False,
 ) -> FastAPI:
     """The progress API over ``store``.
 
     ``tokens`` maps bearer token -> tenant; with an empty mapping there is no authentication
     and every tenant is visible. With tokens, each caller sees only its own tenant's videos,
-    events and search hits. ``owns_store`` closes the store when the app shuts down, and
-    ``on_close`` runs there too (the dead-letter source's connections, say).
+    events and search hits. Event streams share one progress subscription, at most
+    ``max_streams`` of them at once (``max_streams_per_tenant`` of one tenant).
+    ``owns_store`` closes the store when the app shuts down, and ``on_close`` runs there too
+    (the dead-letter source's connections, say).
     """
 
     @contextlib.asynccontextmanager
@@ -69,6 +74,9 @@ def create_app(
     ApiContext(
         store=store,
         tenants_by_digest={token_digest(token): tenant for token, tenant in tokens.items()},
+        progress=ProgressHub(
+            store, max_streams=max_streams, max_streams_per_tenant=max_streams_per_tenant
+        ),
         search=search,
         dead_letters=dead_letters,
         replay=replay,

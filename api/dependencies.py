@@ -16,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.base import DeadLetterFn, ReplayFn, SearchFn
 from api.errors import ApiError
+from api.progress_hub import ProgressHub
 from checkpoint.base import CheckpointStore, VideoStatus
 
 _BEARER = HTTPBearer(auto_error=False, description="A tenant's API token.")
@@ -28,11 +29,12 @@ def token_digest(token: str) -> bytes:
 
 @dataclass(frozen=True)
 class ApiContext:
-    """The store and sources one app answers from, and the tenant of each token digest
-    (empty: no authentication, every tenant visible)."""
+    """The store and sources one app answers from, its one progress subscription, and the
+    tenant of each token digest (empty: no authentication, every tenant visible)."""
 
     store: CheckpointStore
     tenants_by_digest: Mapping[bytes, str]
+    progress: ProgressHub
     search: SearchFn | None = None
     dead_letters: DeadLetterFn | None = None
     replay: ReplayFn | None = None

@@ -117,7 +117,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 # otherwise document them under the route's own media type.
 STREAM_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"content": {"application/json": {"schema": {"$ref": f"{_SCHEMAS}ErrorBody"}}}}
-    for status in (401, 403, 404, 422)
+    for status in (401, 403, 404, 422, 429)
 }
 EVENT_STREAM_OPENAPI: dict[str, Any] = {
     "responses": {

@@ -1,23 +1,29 @@
 """Live progress as server-sent events: of every visible video, or of one video until it ends."""
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from api.dependencies import Caller, Context, Video, scope_tenant
+from api.dependencies import ApiContext, Caller, Context, Video, scope_tenant
 from api.metrics import API_STREAMS
 from api.models import EVENT_STREAM_OPENAPI, STREAM_ERROR_RESPONSES, ErrorDetail, ProgressUpdate
 from checkpoint.base import CheckpointStore, ProgressEvent, VideoState, VideoStatus
 from core.errors import ReelsenseError
 
 TERMINAL = frozenset({VideoState.DONE, VideoState.FAILED})
-_QUEUED_EVENTS = 1024  # per stream: a client that reads slower than this holds up its pump only
 
 event_routes = APIRouter(tags=["events"], responses=STREAM_ERROR_RESPONSES)
+
+
+def _admit_stream(caller: Caller, context: Context) -> None:
+    """429 before the stream starts when as many are open as may be."""
+    context.progress.admit(caller)
+
+
+Admitted = Annotated[None, Depends(_admit_stream)]
 
 
 @event_routes.get(
@@ -26,13 +32,15 @@ event_routes = APIRouter(tags=["events"], responses=STREAM_ERROR_RESPONSES)
 async def all_events(
     caller: Caller,
     context: Context,
+    _: Admitted,
     tenant: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
 ) -> AsyncIterator[ServerSentEvent]:
     """Live `progress` events of every visible video, from now on. A `: heartbeat`
-    comment arrives whenever nothing else did for a while."""
+    comment arrives whenever nothing else did for a while. 429 (`too_many_streams`) when the
+    server or the caller's tenant has as many streams open as it may."""
     scoped = scope_tenant(caller, tenant)
     async for item in _event_stream(
-        context.store, lambda e: scoped is None or e.tenant == scoped, context.heartbeat_s, None
+        context, lambda e: scoped is None or e.tenant == scoped, caller, None
     ):
         yield item
 
@@ -42,63 +50,39 @@ async def all_events(
     response_class=EventSourceResponse,
     openapi_extra=EVENT_STREAM_OPENAPI,
 )
-async def video_events(video: Video, context: Context) -> AsyncIterator[ServerSentEvent]:
+async def video_events(
+    caller: Caller, video: Video, context: Context, _: Admitted
+) -> AsyncIterator[ServerSentEvent]:
     """A `status` event with the current status, then live `progress` events of the
     video; after it reaches done or failed, a final `status` event and the end."""
-    async for item in _event_stream(
-        context.store, lambda e: e.video_id == video.video_id, context.heartbeat_s, video
-    ):
+    async for item in _event_stream(context, lambda e: e.video_id == video.video_id, caller, video):
         yield item
 
 
 async def _event_stream(
-    store: CheckpointStore,
+    context: ApiContext,
     wanted: Callable[[ProgressEvent], bool],
-    heartbeat_s: float,
+    caller: str | None,
     video: VideoStatus | None,
 ) -> AsyncIterator[ServerSentEvent]:
     """Progress events that pass ``wanted``, with heartbeats. With ``video`` the stream is
     that video's: it opens with its status and ends once the video is done or failed."""
-    queue: asyncio.Queue[ProgressEvent | BaseException] = asyncio.Queue(maxsize=_QUEUED_EVENTS)
-    task = asyncio.create_task(_pump(store, wanted, queue), name="api-progress-pump")
-    API_STREAMS.inc()
-    try:
-        if video is not None:
-            # Subscribe first, then read: an event between the two is not lost. A finish
-            # before the subscription took hold is caught by the re-read at each heartbeat.
-            await asyncio.sleep(0)
-            current = await store.get(video.video_id) or video
-            yield _status_event(current)
-            if current.status in TERMINAL:
-                return
-        async for item in _queued_events(store, queue, heartbeat_s, video):
-            yield item
-    finally:
-        API_STREAMS.dec()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def _pump(
-    store: CheckpointStore,
-    wanted: Callable[[ProgressEvent], bool],
-    queue: asyncio.Queue[ProgressEvent | BaseException],
-) -> None:
-    # A separate task reads the store so that waiting for a heartbeat never cancels the
-    # store's iterator in the middle of a read.
-    events = store.progress()
-    try:
-        async for event in events:
-            if wanted(event):
-                await queue.put(event)
-    except Exception as exc:
-        await queue.put(exc)
-    finally:
-        closing = getattr(events, "aclose", None)
-        if closing is not None:
-            with contextlib.suppress(Exception):
-                await closing()
+    store = context.store
+    async with context.progress.listen(wanted, tenant=caller) as queue:
+        API_STREAMS.inc()
+        try:
+            if video is not None:
+                # Subscribed first, then read: an event between the two is not lost. A
+                # finish before the subscription took hold is caught by the re-read at each
+                # heartbeat.
+                current = await store.get(video.video_id) or video
+                yield _status_event(current)
+                if current.status in TERMINAL:
+                    return
+            async for item in _queued_events(store, queue, context.heartbeat_s, video):
+                yield item
+        finally:
+            API_STREAMS.dec()
 
 
 async def _queued_events(

@@ -66,6 +66,8 @@ def build_api(config_json: str) -> FastAPI:
         heartbeat_s=config.api.heartbeat_s,
         health_timeout_s=config.api.health_timeout_s,
         max_page=config.api.max_page,
+        max_streams=config.api.max_streams,
+        max_streams_per_tenant=config.api.max_streams_per_tenant,
         owns_store=True,
     )
 

@@ -294,6 +294,9 @@ class ApiSettings(BaseSettings):
     heartbeat_s: float = Field(default=15.0, gt=0)  # comment line on an idle event stream
     health_timeout_s: float = Field(default=2.0, gt=0)  # /healthz waits this long for Redis
     max_page: int = Field(default=500, ge=1)  # largest `limit` a list accepts
+    # Event streams one API process keeps open at once, and of them one tenant's (429 beyond).
+    max_streams: int = Field(default=1000, ge=1)
+    max_streams_per_tenant: int = Field(default=100, ge=1)
     replicas: int = Field(default=1, ge=1)  # Ray Serve replicas of the API deployment
     replica_cpus: float = Field(default=0.25, gt=0)
     # Serve the API from the service's own process rather than as Serve replicas behind Serve's

@@ -28,7 +28,8 @@ from ray import serve as ray_serve
 
 from api.app import api_deployment, api_server, create_app
 from api.models import DeadLetterEntry
-from checkpoint.base import OutboxEvent, VideoState, VideoStatus
+from api.progress_hub import ProgressHub, StreamTooSlow
+from checkpoint.base import OutboxEvent, ProgressEvent, VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
 from core.records import SearchHit, VideoRef
 from devkit.services import free_port
@@ -644,3 +645,67 @@ async def test_a_closed_stream_releases_its_subscription(
         assert await subscribers() == 0
     finally:
         await probe.aclose()
+
+
+async def test_streams_share_one_subscription_and_are_bounded(
+    store: RedisCheckpointStore, serve: Serve, redis_url: str, unique: str
+) -> None:
+    """Three streams, one Redis subscription; a tenant's third stream and the server's fourth
+    are refused with 429."""
+    channel = f"api-{unique}:progress"
+    probe = aioredis.Redis.from_url(redis_url)
+    await queued(store, "theirs", "globex")
+    app = create_app(
+        store, tokens=TOKENS, heartbeat_s=0.05, max_streams=3, max_streams_per_tenant=2
+    )
+    base = await serve(app)
+    try:
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=30) as client,
+            contextlib.AsyncExitStack() as streams,
+        ):
+            readers = []
+            for headers in (A, A, B):
+                response = await streams.enter_async_context(
+                    client.stream("GET", "/v1/events", headers=headers)
+                )
+                assert response.status_code == 200
+                readers.append(EventReader(response))
+                await readers[-1].next(comments=True)  # the stream runs
+            over_tenant = await client.get("/v1/events", headers=A)
+            over_server = await client.get("/v1/videos/theirs/events", headers=B)
+            counts = await probe.pubsub_numsub(channel)
+            for reader in readers:
+                await reader.close()
+    finally:
+        await probe.aclose()
+    assert int(counts[0][1]) == 1
+    for refused in (over_tenant, over_server):
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "too_many_streams"
+
+
+async def test_a_client_that_does_not_read_is_cut_off_alone(store: RedisCheckpointStore) -> None:
+    hub = ProgressHub(store, queue_size=3)
+    ref = VideoRef("slow", "file:///v/slow.mp4", "acme")
+    async with (
+        hub.listen(lambda e: True, tenant=None) as unread,
+        hub.listen(lambda e: True, tenant=None) as read,
+    ):
+        epoch = (await store.claim(ref, PIPELINE)).epoch
+        seen: list[int] = []
+        for chunk in range(1, 40):
+            await store.advance("slow", epoch, "ocr", chunk)
+            while not read.empty():
+                item = read.get_nowait()
+                assert isinstance(item, ProgressEvent), item
+                seen.append(item.done)
+            if unread.qsize() == 1 and len(seen) >= 5:
+                break
+            await asyncio.sleep(0.05)
+        [ended] = [unread.get_nowait()]
+        assert isinstance(ended, StreamTooSlow)
+        assert ended.code == "stream_too_slow"
+        assert hub.open_streams == 1  # the reader that keeps up goes on
+        assert seen == sorted(seen)
+        assert len(seen) >= 5

@@ -17,10 +17,10 @@ lint: install
 	.venv/bin/mypy
 
 # Two workers: most tests wait on services more than they compute. Each module is one unit of
-# work and the `exclusive` modules one more (tests/conftest.py), so two of the soaks that start
-# several service processes never share the 2 cores.
+# work and the modules that start several service processes one more (tests/conftest.py), so
+# two of those soaks never share the 2 cores.
 test: lint
-	.venv/bin/python -m pytest -q -n 2 --dist loadgroup
+	.venv/bin/python -m pytest -q -n 2
 
 bench: install
 	.venv/bin/python -m bench.pipeline --quick --json bench/out/pipeline.json

@@ -13,7 +13,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,14 +27,31 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Units of work for ``pytest -n 2 --dist loadgroup`` (``make test``): a module runs whole
-    on one worker, so its module fixtures start once; the ``exclusive`` modules, each starting
-    several service processes, are one unit together and run one after another."""
-    for item in items:
-        exclusive = item.get_closest_marker("exclusive") is not None
-        group = "exclusive" if exclusive else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+# Modules that start several service processes each: under xdist they are one unit of work,
+# run one after another on one worker, so two of them never share the 2 cores.
+EXCLUSIVE_MODULES = frozenset(
+    {
+        "tests/bench/test_pipeline_quick.py",
+        "tests/e2e/test_restart.py",
+        "tests/recovery/test_chaos_reduced.py",
+        "tests/recovery/test_rebalance.py",
+        "tests/recovery/test_redis_flush.py",
+        "tests/recovery/test_resume_chunks.py",
+    }
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Units of work for ``pytest -n 2`` (``make test``): a module runs whole on one worker,
+    so its module fixtures start once; the ``EXCLUSIVE_MODULES`` are one unit together."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "exclusive" if module in EXCLUSIVE_MODULES else module
+
+    return ModuleUnits(config, log)
 
 
 @pytest.fixture(scope="session")

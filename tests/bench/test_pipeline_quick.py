@@ -15,7 +15,7 @@ from bench.modes.common import repeated_video
 from bench.pipeline import main as bench_main
 from devkit.samples import write_long_video
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from checkpoint.redis_store import RedisCheckpointStore
 from devkit.service_run import ServiceRun
 from devkit.workload import frame_keys, write_videos
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 async def _wait_progress(store: RedisCheckpointStore, ids: list[str], done_at_least: int) -> None:

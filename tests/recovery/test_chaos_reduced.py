@@ -12,7 +12,7 @@ from bench.chaos import ChaosOptions, run_chaos
 # The deadline is for every video to become final; on an idle machine the soak ends well before
 # it (it stops as soon as every video is final), but every kill costs a service start (Ray, the
 # stage pools, the models) and a loaded 2-core machine stretches those.
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 async def test_reduced_soak(tmp_path: Path) -> None:

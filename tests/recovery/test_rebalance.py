@@ -14,7 +14,7 @@ from checkpoint.redis_store import RedisCheckpointStore
 from devkit.service_run import ServiceRun
 from devkit.workload import write_videos
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 VIDEOS = 10
 SECONDS_PER_SCENE = 5.0  # two scenes: 10 s, 10 samples at 1 fps, 5 chunks

@@ -25,7 +25,7 @@ from devkit.services import LocalProcess
 from devkit.workload import write_videos
 from sinks.lance import LanceSummarySink
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 VIDEOS = 8
 SECONDS_PER_SCENE = 4.0  # two scenes: 8 s, 8 samples at 1 fps

@@ -18,7 +18,7 @@ from devkit.service_run import ServiceRun
 from devkit.workload import frame_keys
 from tests.consumers import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SECONDS = 60
 VIDEO_FPS = 10

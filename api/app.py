@@ -18,6 +18,7 @@ from api.base import DeadLetterFn, ReplayFn, SearchFn
 from api.dashboard import install_dashboard
 from api.dependencies import ApiContext, token_digest
 from api.errors import install_error_handlers
+from api.limits import RateLimit
 from api.metrics import RequestMetrics
 from api.models import complete_openapi
 from api.progress_hub import ProgressHub
@@ -45,6 +46,7 @@ def create_app(
     max_page: int = 500,
     max_streams: int = 1000,
     max_streams_per_tenant: int = 100,
+    replays_per_minute: int = 60,
     owns_store: bool = False,
 ) -> FastAPI:
     """The progress API over ``store``.
@@ -52,7 +54,8 @@ def create_app(
     ``tokens`` maps bearer token -> tenant; with an empty mapping there is no authentication
     and every tenant is visible. With tokens, each caller sees only its own tenant's videos,
     events and search hits. Event streams share one progress subscription, at most
-    ``max_streams`` of them at once (``max_streams_per_tenant`` of one tenant).
+    ``max_streams`` of them at once (``max_streams_per_tenant`` of one tenant); a tenant
+    replays at most ``replays_per_minute`` dead letters a minute.
     ``owns_store`` closes the store when the app shuts down, and ``on_close`` runs there too
     (the dead-letter source's connections, say).
     """
@@ -77,6 +80,7 @@ def create_app(
         progress=ProgressHub(
             store, max_streams=max_streams, max_streams_per_tenant=max_streams_per_tenant
         ),
+        replays=RateLimit(replays_per_minute, 60.0),
         search=search,
         dead_letters=dead_letters,
         replay=replay,

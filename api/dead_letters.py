@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +45,9 @@ _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _DEAD_LETTER_HEADER = re.compile(r"^(kafka_dlt-|reelsense-)")
 REPLAYED_FROM = "reelsense-replayed-from"
 _READ_TIMEOUT_S = 10.0
+# A scan of the dead letters: when, how many per partition, the event and webhook letters.
+_Scan = tuple[float, int, list[DeadLetterEntry], list[notify_base.DeadLetter]]
+_NOTHING_SCANNED: _Scan = (-math.inf, 0, [], [])
 
 
 class DeadLetterSource:
@@ -55,11 +60,17 @@ class DeadLetterSource:
         replayer: WebhookReplayer | None = None,
         *,
         scan_limit: int = 1000,
+        cache_s: float = 2.0,
     ) -> None:
         self._kafka = kafka
         self._log = delivery_log
         self._replayer = replayer
         self._scan_limit = scan_limit
+        self._cache_s = cache_s
+        # (when, letters per partition scanned, event letters, webhook letters): callers within
+        # cache_s of a scan share it, and one scan runs at a time.
+        self._cache: _Scan = _NOTHING_SCANNED
+        self._scanning = asyncio.Lock()
 
     @classmethod
     def from_config(cls, config: ServiceConfig) -> DeadLetterSource:
@@ -78,13 +89,26 @@ class DeadLetterSource:
     # -- listing ----------------------------------------------------------------------------
 
     async def newest(self, tenant: str | None, limit: int) -> list[DeadLetterEntry]:
-        """The newest ``limit`` dead letters ``tenant`` may see (all of them for None)."""
-        scan = max(limit, self._scan_limit)
-        events = [self._event_letter(r) for r in await self._newest_records(scan)]
-        hooks = [_webhook_letter(d, tenant) for d in await self._webhook_letters(scan)]
+        """The newest ``limit`` dead letters ``tenant`` may see (all of them for None), from
+        the newest ``scan_limit`` of each partition and of the delivery log. A scan is shared
+        by the callers of the next ``cache_s`` seconds; a replay starts a new one."""
+        events, letters = await self._scan(max(limit, self._scan_limit))
+        hooks = [_webhook_letter(d, tenant) for d in letters]
         visible = [d for d in (*events, *hooks) if tenant is None or d.tenant == tenant]
         oldest = datetime.min.replace(tzinfo=UTC)
         return sorted(visible, key=lambda d: d.at or oldest, reverse=True)[:limit]
+
+    async def _scan(
+        self, per_partition: int
+    ) -> tuple[list[DeadLetterEntry], list[notify_base.DeadLetter]]:
+        async with self._scanning:
+            at, scanned, events, letters = self._cache
+            if scanned >= per_partition and time.monotonic() - at < self._cache_s:
+                return events, letters
+            events = [self._event_letter(r) for r in await self._newest_records(per_partition)]
+            letters = await self._webhook_letters(per_partition)
+            self._cache = (time.monotonic(), per_partition, events, letters)
+            return events, letters
 
     async def _webhook_letters(self, limit: int) -> list[notify_base.DeadLetter]:
         return [] if self._log is None else await self._log.dead_letters(limit)
@@ -163,11 +187,14 @@ class DeadLetterSource:
     async def replay(self, letter_id: str, tenant: str | None) -> ReplayResult | None:
         """Replay one dead letter ``tenant`` may see; None when there is no such letter."""
         kind, _, rest = letter_id.partition(":")
-        if kind == "event":
-            return await self._replay_event(letter_id, rest, tenant)
-        if kind == "webhook":
-            return await self._replay_webhook(letter_id, tenant)
-        return None
+        try:
+            if kind == "event":
+                return await self._replay_event(letter_id, rest, tenant)
+            if kind == "webhook":
+                return await self._replay_webhook(letter_id, tenant)
+            return None
+        finally:
+            self._cache = _NOTHING_SCANNED  # the next listing shows what the replay changed
 
     async def _replay_event(
         self, letter_id: str, rest: str, tenant: str | None

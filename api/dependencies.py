@@ -16,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.base import DeadLetterFn, ReplayFn, SearchFn
 from api.errors import ApiError
+from api.limits import RateLimit
 from api.progress_hub import ProgressHub
 from checkpoint.base import CheckpointStore, VideoStatus
 
@@ -35,6 +36,7 @@ class ApiContext:
     store: CheckpointStore
     tenants_by_digest: Mapping[bytes, str]
     progress: ProgressHub
+    replays: RateLimit
     search: SearchFn | None = None
     dead_letters: DeadLetterFn | None = None
     replay: ReplayFn | None = None

@@ -17,11 +17,14 @@ from core.errors import PermanentError, RetryableError
 class ApiError(Exception):
     """An answer other than success, rendered as ``{"error": {"code", "message"}}``."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = dict(headers or {})
 
 
 def error_response(
@@ -42,8 +45,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 async def _api_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return error_response(exc.status, exc.code, exc.message, headers)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+    return error_response(exc.status, exc.code, exc.message, {**headers, **exc.headers})
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:

@@ -68,6 +68,7 @@ def build_api(config_json: str) -> FastAPI:
         max_page=config.api.max_page,
         max_streams=config.api.max_streams,
         max_streams_per_tenant=config.api.max_streams_per_tenant,
+        replays_per_minute=config.api.replays_per_minute,
         owns_store=True,
     )
 

@@ -297,6 +297,7 @@ class ApiSettings(BaseSettings):
     # Event streams one API process keeps open at once, and of them one tenant's (429 beyond).
     max_streams: int = Field(default=1000, ge=1)
     max_streams_per_tenant: int = Field(default=100, ge=1)
+    replays_per_minute: int = Field(default=60, ge=1)  # dead-letter replays of one tenant
     replicas: int = Field(default=1, ge=1)  # Ray Serve replicas of the API deployment
     replica_cpus: float = Field(default=0.25, gt=0)
     # Serve the API from the service's own process rather than as Serve replicas behind Serve's

@@ -290,3 +290,38 @@ def test_replica_config_keeps_secrets() -> None:
     assert rebuilt == config
     assert rebuilt.api.bearer_tokens() == {"tok-a": "acme", "tok-b": "globex", "tok-c": "globex"}
     WebhookSender(rebuilt.notify)  # decodes every secret
+
+
+async def test_listings_share_a_scan_for_a_moment(setup: Setup) -> None:
+    """Callers within cache_s of a scan share it (one Kafka read for many); a letter parked
+    after it shows from the next scan on, and a replay starts one at once."""
+    source = DeadLetterSource(setup.kafka, setup.log, cache_s=30.0)
+    ids = await _fill(setup)
+    first = await source.newest(None, 50)
+    await _dead_letter(setup.kafka, 0, b"late-1", b'{"video_id": "late-1"}', "event_invalid")
+    assert await source.newest(None, 50) == first  # the same scan
+    assert await source.replay(ids["acme-1"], "acme") is not None
+    assert "late-1" in {d.video_id for d in await source.newest(None, 50)}
+
+
+async def test_replays_are_rate_limited_per_tenant(setup: Setup) -> None:
+    ids = await _fill(setup)
+    app = create_app(
+        setup.store,
+        tokens=TOKENS,
+        dead_letters=setup.source.newest,
+        replay=setup.source.replay,
+        replays_per_minute=2,
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://api", timeout=60
+    ) as client:
+        replay = f"/v1/dead-letters/{ids['acme-1']}/replay"
+        answers = [(await client.post(replay, headers=A)).status_code for _ in range(3)]
+        refused = await client.post(replay, headers=A)
+        other = await client.post(f"/v1/dead-letters/{ids['glob-1']}/replay", headers=B)
+    assert answers == [200, 200, 429]
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "too_many_replays"
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert other.status_code == 200  # another tenant's budget is its own

@@ -292,6 +292,7 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         if not bucket or not key:
             raise FetchRefused(f"{shown}: expected s3://bucket/key", code="fetch_refused")
         limits = self._limits
+        deadline = time.monotonic() + limits.total_timeout_s  # signing counts against it too
         try:
             url = self._s3_client().generate_presigned_url(
                 "get_object",
@@ -304,7 +305,7 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
             ) from exc
         if self._storage.s3_endpoint_url is not None:
             limits = limits.model_copy(update={"allow_private": True, "max_redirects": 0})
-        download(url, dest, limits, name=shown)
+        download(url, dest, limits, name=shown, deadline=deadline)
 
 
 @dataclass(frozen=True)
@@ -325,17 +326,20 @@ def download(
     resolver: netguard.Resolver = netguard.system_resolver,
     transport: netguard.PinnedTransport | None = None,
     name: str | None = None,
+    deadline: float | None = None,
 ) -> Download:
     """Download ``url`` to ``dest``, each hop checked and pinned; no partial file is left.
     All of it, connecting and every wait for bytes included, ends within
-    ``limits.total_timeout_s`` however slowly the server sends. Messages call the source
+    ``limits.total_timeout_s`` (or by ``deadline``, a ``time.monotonic()`` instant) however
+    slowly the server sends. Messages call the source
     ``name`` (default: the URL without its userinfo and query, which may hold secrets).
 
     Errors: ``FetchRefused`` (URL, redirect or 4xx refused; ``too_many_redirects`` beyond
     ``limits.max_redirects``), ``SourceNotFound`` (404/410), ``SourceTooLarge``
     (``limit_bytes``), ``FetchFailed`` (DNS, network, timeouts, 5xx, 429).
     """
-    deadline = time.monotonic() + limits.total_timeout_s
+    if deadline is None:
+        deadline = time.monotonic() + limits.total_timeout_s
     timeout = httpx.Timeout(limits.read_timeout_s, connect=limits.connect_timeout_s)
     try:
         with (

@@ -529,7 +529,7 @@ class _Drip:
 @pytest.mark.parametrize("phase", ["headers", "body"])
 def test_a_dripping_source_ends_at_the_total_deadline(tmp_path: Path, phase: str) -> None:
     """A byte every 0.2 s never trips the 30 s read timeout; the 2 s total deadline still holds,
-    for HTTP and for S3 alike, within a second."""
+    for HTTP and for S3 alike (signing the S3 request included)."""
     drip = _Drip(phase)
     try:
         limits = {"allow_private": True, "read_timeout_s": 30.0, "total_timeout_s": 2.0}
@@ -546,7 +546,8 @@ def test_a_dripping_source_ends_at_the_total_deadline(tmp_path: Path, phase: str
             assert isinstance(error, FetchFailed), uri
             assert error.code == "fetch_timeout", (uri, error)
             assert "at most 2.0 s in all" in str(error)
-            assert took < 2.0 + 1.0, (uri, took)
+            # The deadline itself holds to a few ms; the slack is for a loaded machine.
+            assert took < 2.0 + 1.5, (uri, took)
         assert downloads(tmp_path) == []
     finally:
         drip.close()

@@ -90,7 +90,16 @@ local function enter_status(new_status, status, old_version, tenant, uri, versio
   set_version(old_version, version)
   redis.call('HSET', VKEY, 'status', new_status, 'tenant', tenant, 'uri', uri, 'updated_at', now)
   redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at')
+  redis.call('PERSIST', VKEY)  -- a finished record that comes back is kept until it ends again
   return now
+end
+
+-- A finished record is kept ``retention_ms`` more (0: for ever); the videos table stays the
+-- durable truth, and list() drops an expired record's index entries when it meets them.
+local function expire_finished(retention_ms)
+  if tonumber(retention_ms) > 0 then
+    redis.call('PEXPIRE', VKEY, retention_ms)
+  end
 end
 
 -- Fencing for writes after a claim: the caller must own the current epoch of a running record.

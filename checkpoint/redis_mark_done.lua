@@ -1,4 +1,5 @@
--- mark_done: ARGV[4] epoch, ARGV[5] frames, ARGV[6] timings JSON, ARGV[7] outbox event JSON.
+-- mark_done: ARGV[4] epoch, ARGV[5] frames, ARGV[6] timings JSON, ARGV[7] outbox event JSON,
+-- ARGV[8] how long the finished record is kept (ms, 0: for ever).
 -- The record turns done and the outbox entry is appended in this one atomic step.
 local epoch, frames, timings, event = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant')
@@ -18,6 +19,7 @@ for _, field in ipairs(redis.call('HKEYS', VKEY)) do
   end
 end
 reindex('running', tenant, 'done', tenant, now)
+expire_finished(ARGV[8])
 local id = redis.call('XADD', KEYS[3], '*', 'event', event)
 publish(tenant, 'done', nil, 0, nil, now)
 return {'ok', id}

@@ -1,6 +1,7 @@
 -- mark_failed: ARGV[4] epoch ('' = never claimed), ARGV[5] tenant, ARGV[6] uri,
 -- ARGV[7] pipeline version, ARGV[8] error code, ARGV[9] message, ARGV[10] stage ('' = none),
--- ARGV[11] outbox event JSON. Record and outbox entry change in this one atomic step.
+-- ARGV[11] outbox event JSON, ARGV[12] how long the finished record is kept (ms, 0: for ever).
+-- Record and outbox entry change in this one atomic step.
 local epoch, tenant, uri, version = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local code, message, stage, event = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant', 'pipeline_version', 'error_code',
@@ -28,6 +29,7 @@ if stage ~= '' then
   redis.call('HSET', VKEY, 'stage', stage)
 end
 reindex(status, old_tenant, 'failed', tenant, now)
+expire_finished(ARGV[12])
 local id = redis.call('XADD', KEYS[3], '*', 'event', event)
 publish(tenant, 'failed', stage ~= '' and stage or nil, 0, nil, now)
 return {'ok', id}

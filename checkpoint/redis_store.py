@@ -89,6 +89,8 @@ class RedisCheckpointStore(CheckpointStore):
         }
         self._hold_outbox = self._redis.register_script(load_script("hold_outbox", alone=True))
         self._group_ready = False
+        retention = settings.finished_retention_s
+        self._retention_ms = 0 if retention is None else max(1, round(retention * 1000))
         self.aof_wait_supported: bool | None = None  # None until the first final transition
 
     @classmethod
@@ -168,6 +170,7 @@ class RedisCheckpointStore(CheckpointStore):
             frames,
             json.dumps({stage: float(seconds) for stage, seconds in timings.items()}),
             outbox.model_dump_json(),
+            self._retention_ms,
         )
         self._refuse(reply, video_id, epoch)
         await self._wait_durable()
@@ -194,6 +197,7 @@ class RedisCheckpointStore(CheckpointStore):
             message,
             stage or "",
             outbox.model_dump_json(),
+            self._retention_ms,
         )
         if reply[0] == "known":
             return False
@@ -406,6 +410,13 @@ class RedisCheckpointStore(CheckpointStore):
                 for video_id, _ in rows[:limit]:
                     pipe.hgetall(self.video_key(video_id))
                 records: list[dict[str, str]] = await pipe.execute()
+            expired = [
+                video_id
+                for (video_id, _), fields in zip(rows[:limit], records, strict=True)
+                if not fields
+            ]
+            if expired:  # records past their retention: their index entries go too
+                await self._redis.zrem(index, *expired)
         page = [
             record_from_fields(fields)
             for fields in records

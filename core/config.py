@@ -61,6 +61,9 @@ class RedisSettings(BaseSettings):
     outbox_group: str = "notifier"  # the consumer group that delivers outbox entries
     progress_stream_maxlen: int = Field(default=10_000, ge=100)  # approximate cap (MAXLEN ~)
     aof_wait_timeout_ms: int = Field(default=1_000, ge=0)  # WAITAOF after final transitions
+    # How long the record of a done or failed video is kept; None: for ever. The videos table
+    # stays the durable truth: a replay of an expired video is still skipped from it.
+    finished_retention_s: float | None = Field(default=None, gt=0)
 
 
 class StorageSettings(BaseSettings):

@@ -543,3 +543,37 @@ async def test_an_injected_resp3_client_works(cp: Ctx) -> None:
     finally:
         await store.close()
         await client.aclose()
+
+
+async def test_finished_records_expire_after_their_retention(cp: Ctx) -> None:
+    """finished_retention_s: a done or failed record goes after it; one that runs again is
+    kept until it ends again; list() drops the index entries of the records that went."""
+    store = RedisCheckpointStore.from_url(cp.url, key_prefix=cp.prefix, finished_retention_s=60)
+    try:
+        claim = await store.claim(ref("gone"), V1)
+        await store.mark_done("gone", claim.epoch, frames=3, timings={}, outbox=event("gone"))
+        await store.mark_failed(
+            ref("failed"),
+            None,
+            code="event_invalid",
+            message="x",
+            pipeline_version=V1,
+            stage="validate",
+            outbox=event("failed", "video.failed"),
+        )
+        for video_id in ("gone", "failed"):
+            assert 0 < await cp.raw.pttl(cp.key(f"video:{video_id}")) <= 60_000
+        rerun = await store.claim(ref("gone"), V2)  # a new version runs it again
+        assert not rerun.skip
+        assert await cp.raw.pttl(cp.key("video:gone")) == -1  # no expiry while it runs
+        await cp.raw.pexpire(cp.key("video:failed"), 1)  # as if its retention had passed
+        await asyncio.sleep(0.05)
+        assert await store.get("failed") is None
+        listed, _ = await store.list(tenant="acme")
+        assert [s.video_id for s in listed] == ["gone"]
+        assert await cp.raw.zscore(cp.key("idx:tenant:acme"), "failed") is None
+    finally:
+        await store.close()
+    # Without a retention a finished record stays.
+    await finish(cp, "kept")
+    assert await cp.raw.pttl(cp.key("video:kept")) == -1

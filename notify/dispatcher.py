@@ -19,12 +19,10 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
 
 from checkpoint.base import CheckpointStore, OutboxEvent
-from core.config import NotifySettings, WebhookSubscription
+from core.config import NotifySettings
 from core.errors import Abandoned, ReelsenseError
 from core.retry import HALF_JITTER, RetryFailure, RetryPolicy, sleep_unless_stopped
 from core.urls import redact_url
@@ -42,53 +40,9 @@ from notify.base import (
 from notify.delivery_log import MemoryDeliveryLog
 from notify.endpoints import EndpointHealth, utc_from
 from notify.errors import StatusPublishRefused
+from notify.outbox import InHand, ReclaimingStore, TakenOver, only, targets_for
 
 log = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class ReclaimingStore(Protocol):
-    """A store that can hand over entries another consumer took and never acked, and lets a
-    live consumer keep the entries it works on."""
-
-    async def reclaim_outbox(
-        self, consumer: str, min_idle_ms: int, *, count: int = 16
-    ) -> list[tuple[str, OutboxEvent]]: ...
-
-    async def hold_outbox(self, consumer: str, entry_ids: list[str]) -> list[str]: ...
-
-
-class _TakenOver(Exception):
-    """Another notifier took the entry over (this one was thought gone): it sends it now."""
-
-
-def _only(exc: BaseException, kind: type[BaseException]) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only(e, kind) for e in exc.exceptions)
-    return isinstance(exc, kind)
-
-
-def targets_for(event: OutboxEvent, subscriptions: tuple[WebhookSubscription, ...]) -> list[str]:
-    """The event's own callback URL, then every subscription matching tenant and type."""
-    urls = [event.callback_url] if event.callback_url else []
-    urls += [
-        sub.url
-        for sub in subscriptions
-        if (sub.tenant is None or sub.tenant == event.tenant) and event.type in sub.events
-    ]
-    return list(dict.fromkeys(urls))
-
-
-@dataclass
-class _Entry:
-    entry_id: str
-    event: OutboxEvent
-    message: WebhookMessage
-    targets: list[str]
-    task: asyncio.Task[None] | None = None
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
-    taken_over: bool = False  # another notifier holds it now: no more attempts from here
-    sending: int = 0  # attempts under way, each finished and recorded even when taken over
 
 
 class NotificationDispatcher:
@@ -137,7 +91,7 @@ class NotificationDispatcher:
             max_attempts=len(settings.retry_schedule_s) + 1,
         )
         self.health = EndpointHealth(self.delivery_log, settings, clock)
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, InHand] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         self._room = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -278,7 +232,7 @@ class NotificationDispatcher:
                         await self._room.wait()
 
     def _start(self, entry_id: str, event: OutboxEvent) -> None:
-        entry = _Entry(
+        entry = InHand(
             entry_id=entry_id,
             event=event,
             message=WebhookMessage.from_event(event),
@@ -287,7 +241,7 @@ class NotificationDispatcher:
         self._entries[entry_id] = entry
         entry.task = asyncio.create_task(self._handle(entry), name=f"notify-{entry_id}")
 
-    async def _handle(self, entry: _Entry) -> None:
+    async def _handle(self, entry: InHand) -> None:
         try:
             async with asyncio.TaskGroup() as group:
                 for target in entry.targets:
@@ -296,9 +250,9 @@ class NotificationDispatcher:
                     group.create_task(self._publish(entry))
             await self._retry("outbox ack", lambda: self._store.ack_outbox([entry.entry_id]))
         except Exception as exc:
-            if _only(exc, Abandoned):
+            if only(exc, Abandoned):
                 log.info("stopping: outbox entry %s left unacked", entry.entry_id)
-            elif _only(exc, _TakenOver):
+            elif only(exc, TakenOver):
                 log.info("outbox entry %s left to the notifier that took it over", entry.entry_id)
             else:
                 # One broken entry must not stop the notifier. Left unacked, the store hands
@@ -317,7 +271,7 @@ class NotificationDispatcher:
             self._entries.pop(entry.entry_id, None)
             self._room.set()
 
-    async def _publish(self, entry: _Entry) -> None:
+    async def _publish(self, entry: InHand) -> None:
         """The event on the status topic; retried while the broker may take it, dead-lettered
         (target ``kafka:{topic}``) when it never will."""
         publisher = self._publisher
@@ -335,7 +289,7 @@ class NotificationDispatcher:
                 next_at=None,
             )
 
-    async def _deliver(self, entry: _Entry, target: str) -> None:
+    async def _deliver(self, entry: InHand, target: str) -> None:
         """All attempts of one message to one target, resumed from the log after a restart.
 
         The log and the endpoint state know the target without its credentials."""
@@ -343,7 +297,7 @@ class NotificationDispatcher:
         attempt, due = 1, self._clock()
         while True:
             if entry.taken_over:
-                raise _TakenOver
+                raise TakenOver
             # The log first, before every attempt: what an earlier life of this notifier, or
             # another notifier that held the entry, did is not done again.
             last = await self._last_attempt(entry.message.id, target)
@@ -369,7 +323,7 @@ class NotificationDispatcher:
             attempt, due = attempt + 1, next_at
 
     async def _attempt(
-        self, entry: _Entry, url: str, target: str, attempt: int
+        self, entry: InHand, url: str, target: str, attempt: int
     ) -> tuple[Outcome, float | None]:
         """One attempt, recorded in the log; its outcome and when to try again."""
         state = await self.health.get(target)
@@ -407,7 +361,7 @@ class NotificationDispatcher:
 
     async def _record(
         self,
-        entry: _Entry,
+        entry: InHand,
         *,
         target: str,
         attempt: int,

@@ -24,9 +24,9 @@ from notify.base import (
     WebhookDelivery,
     WebhookMessage,
 )
-from notify.dispatcher import targets_for
 from notify.endpoints import EndpointHealth
 from notify.errors import TargetRefused
+from notify.outbox import targets_for
 
 
 def target_url(letter: DeadLetter, subscriptions: tuple[WebhookSubscription, ...]) -> str:

@@ -23,7 +23,8 @@ from devkit.services import free_port
 from devkit.workload import read_records
 from notify.base import DeliveryLog, Outcome, StatusPublisher
 from notify.delivery_log import MemoryDeliveryLog, RedisDeliveryLog
-from notify.dispatcher import NotificationDispatcher, targets_for
+from notify.dispatcher import NotificationDispatcher
+from notify.outbox import targets_for
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
 from tests.notify.support import SECRET, make_event, notify_settings

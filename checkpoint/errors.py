@@ -11,6 +11,13 @@ class StaleEpoch(PermanentError):
     code = "stale_epoch"
 
 
+class VideoIdTaken(PermanentError):
+    """The id names another tenant's video: a record is never shared between tenants, and
+    the event is refused without touching it."""
+
+    code = "video_id_taken"
+
+
 class CheckpointLost(RetryableError):
     """The video's record is gone (Redis flushed or restored from an older state)."""
 

@@ -102,6 +102,15 @@ local function expire_finished(retention_ms)
   end
 end
 
+-- A record belongs to the tenant that first named its id: another tenant's event never takes it
+-- over. Returns the reply that refuses such an event, or nil.
+local function other_tenant(old_tenant, tenant)
+  if old_tenant and old_tenant ~= tenant then
+    return {'taken'}
+  end
+  return nil
+end
+
 -- Fencing for writes after a claim: the caller must own the current epoch of a running record.
 -- Returns nil when the write may go on, else the reply to return.
 local function check_owner(epoch, status, stored_epoch, final)

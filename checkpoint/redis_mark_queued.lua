@@ -1,7 +1,12 @@
--- mark_queued: ARGV[4] tenant, ARGV[5] uri, ARGV[6] pipeline version. Returns the record.
+-- mark_queued: ARGV[4] tenant, ARGV[5] uri, ARGV[6] pipeline version. Returns the record, or
+-- {'taken'} when the id is another tenant's (nothing changes).
 local tenant, uri, version = ARGV[4], ARGV[5], ARGV[6]
 local cur = redis.call('HMGET', VKEY, 'status', 'tenant', 'pipeline_version')
 local status, old_tenant, old_version = cur[1], cur[2], cur[3]
+local taken = other_tenant(old_tenant, tenant)
+if taken then
+  return taken
+end
 if status == 'queued' or status == 'running' or (status == 'done' and old_version == version) then
   return redis.call('HGETALL', VKEY)
 end

@@ -27,7 +27,7 @@ from checkpoint.base import (
     VideoState,
     VideoStatus,
 )
-from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch
+from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch, VideoIdTaken
 from checkpoint.redis_wire import (
     ProgressSubscription,
     boundary,
@@ -124,10 +124,13 @@ class RedisCheckpointStore(CheckpointStore):
 
     async def mark_queued(self, ref: VideoRef, pipeline_version: str) -> VideoStatus:
         reply = await self._run("mark_queued", ref.video_id, ref.tenant, ref.uri, pipeline_version)
+        _refuse_other_tenant(reply, ref)
         return record_from_fields(fields_from_pairs(reply))
 
     async def claim(self, ref: VideoRef, pipeline_version: str) -> Claim:
-        skip, record = await self._run("claim", ref.video_id, ref.tenant, ref.uri, pipeline_version)
+        reply = await self._run("claim", ref.video_id, ref.tenant, ref.uri, pipeline_version)
+        _refuse_other_tenant(reply, ref)
+        skip, record = reply
         status = record_from_fields(fields_from_pairs(record))
         return Claim(epoch=status.epoch, skip=bool(int(skip)), status=status)
 
@@ -429,3 +432,8 @@ class RedisCheckpointStore(CheckpointStore):
         last = rows[limit - 1][1]
         same = sum(1 for _, score in rows[:limit] if score == last)
         return page, encode_cursor(last, same + (skip if last == top else 0))
+
+
+def _refuse_other_tenant(reply: list[Any], ref: VideoRef) -> None:
+    if reply and reply[0] == "taken":
+        raise VideoIdTaken(f"video id {ref.video_id!r} belongs to another tenant")

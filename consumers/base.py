@@ -38,7 +38,9 @@ class VideoHandler(Protocol):
     """
 
     async def handle(self, event: VideoUploaded, record: RecordInfo) -> None:
-        """Process one upload until it is done, failed, or skipped (already done), durably."""
+        """Process one upload until it is done, failed, or skipped (already done), durably.
+        ``InvalidEvent`` refuses the event for good (its id is another tenant's video): it is
+        not retried but rejected and dead-lettered like an event that did not parse."""
         ...
 
     async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:

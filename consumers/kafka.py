@@ -92,6 +92,7 @@ class KafkaVideoConsumer:
         # Recording an invalid event as failed is a courtesy: one the store refuses for good
         # must not hold the partition, so the event goes to the dead letter without it.
         self._reject_retry = dataclasses.replace(self._record_retry, never=(PermanentError,))
+        self._handle_retry = dataclasses.replace(self._record_retry, never=(InvalidEvent,))
 
     # -- control ---------------------------------------------------------------------------
 
@@ -249,7 +250,7 @@ class KafkaVideoConsumer:
             error = InvalidEvent(f"event could not be validated: {exc}", code="event_invalid")
             work = functools.partial(self._reject, error, info, record)
         else:
-            work = functools.partial(self._handle, event, info)
+            work = functools.partial(self._handle, event, info, record)
         task = asyncio.create_task(self._run_record(tp, record.offset, work), name=f"record {info}")
         self._tasks.setdefault(tp, {})[record.offset] = task
 
@@ -271,9 +272,16 @@ class KafkaVideoConsumer:
                     del self._tasks[tp]
             self._slot_freed.set()
 
-    async def _handle(self, event: VideoUploaded, info: RecordInfo) -> None:
-        async with self._video_locks.hold(event.video_id):
-            await self._retry(lambda: self._handler.handle(event, info), "handle", info)
+    async def _handle(
+        self, event: VideoUploaded, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
+    ) -> None:
+        try:
+            async with self._video_locks.hold(event.video_id):
+                handle = functools.partial(self._handler.handle, event, info)
+                await self._retry(handle, "handle", info, self._handle_retry)
+        except InvalidEvent as refused:  # refused for good by the handler
+            self._counts.records_invalid += 1
+            await self._reject(refused, info, record)
 
     async def _reject(
         self, error: InvalidEvent, info: RecordInfo, record: ConsumerRecord[bytes, bytes]

@@ -112,6 +112,9 @@ class LimitSettings(BaseSettings):
     # set (tests and the local demo serve videos from 127.0.0.1).
     allow_private: bool = False
     max_redirects: int = Field(default=5, ge=0)
+    # s3:// sources a tenant may name, as "bucket/prefix" (the service's own credentials read
+    # them); the key "*" applies to every tenant. Empty: no s3:// source is fetched.
+    s3_sources: dict[str, tuple[str, ...]] = {}
 
 
 class StageSettings(BaseSettings):

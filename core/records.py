@@ -163,6 +163,7 @@ class EarlierResult:
     pipeline_version: str
     frame_count: int
     uri: str = ""
+    tenant: str = ""  # "" when not known
     probe: ProbeInfo | None = None
     stage_versions: Mapping[str, str] = field(default_factory=dict)
     frames: list[Frame] = field(default_factory=list)

@@ -23,11 +23,10 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 from checkpoint.base import CheckpointStore, OutboxEvent
 from checkpoint.chunk_store import ChunkStore
-from checkpoint.errors import StaleEpoch
+from checkpoint.errors import StaleEpoch, VideoIdTaken
 from core.config import RuntimeSettings
 from core.errors import PermanentError, ReelsenseError, RetriesExhausted, RetryableError
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
@@ -36,16 +35,14 @@ from core.stage_names import DECODE, EMBED, FETCH
 from core.urls import redact_url
 from runtime.chunk_stages import ChunkStages
 from runtime.executor import ChunkTicket, IngestChunk, IngestItem, StageExecutor
+from runtime.messages import done_message_data
 from runtime.metrics import PipelineMetrics
 from runtime.reuse import ReusePlan
 from runtime.video_run import VideoRun
-from sinks.object_store import document_key
 from stages.decode import ResumePoint
 from stages.pipeline import Lineage
 
 log = logging.getLogger(__name__)
-# The start of the text a `video.done` message carries; the rest is in the result document.
-DONE_TEXT_CHARS = 1000
 
 
 class VideoProcessor:
@@ -82,8 +79,9 @@ class VideoProcessor:
 
     async def process(self, ref: VideoRef) -> None:
         """Returns once the video's outcome is durable: done, failed, skipped or owned by a
-        newer attempt. Raises only ``RetryableError`` when even recording a failure failed
-        (the checkpoint store is down): the offset must then not move."""
+        newer attempt. Raises ``RetryableError`` when even recording a failure failed (the
+        checkpoint store is down): the offset must then not move; ``VideoIdTaken`` when the
+        id is another tenant's video, whose record is left as it is."""
         self._metrics.video_started()
         started, outcome = time.monotonic(), "error"
         try:
@@ -155,7 +153,16 @@ class VideoProcessor:
 
     async def _run(self, ref: VideoRef, epoch: int, *, fresh: bool) -> None:
         earlier = await self._executor.earlier(ref.video_id)
-        if fresh and earlier is not None and earlier.pipeline_version == self._version:
+        if earlier is not None and earlier.tenant not in ("", ref.tenant):
+            # Redis lost the record, but the sinks know the id as another tenant's video.
+            raise VideoIdTaken(f"video id {ref.video_id!r} belongs to another tenant")
+        same_source = earlier is not None and earlier.uri in ("", ref.uri)
+        if (
+            fresh
+            and earlier is not None
+            and same_source
+            and earlier.pipeline_version == self._version
+        ):
             await self._rebuild_record(ref, epoch, earlier)
             return
         reuse = self._plan_reuse(ref, earlier)
@@ -425,24 +432,3 @@ def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:
         return None
     last = previous.frames[-1]
     return ResumePoint(previous.index + 1, last.index + 1, last.timestamp_s, finished=previous.last)
-
-
-def done_message_data(result: VideoResult) -> dict[str, Any]:
-    """What ``video.done`` says: counts, the start of the text and where the whole result is,
-    never all of it, so the message stays small whatever the video holds (a status-topic
-    record has 1 MiB, and receivers refuse large bodies)."""
-    ref = result.ref
-    text = result.text
-    return {
-        "frames": len(result.frames),
-        "duration_s": result.probe.duration_s,
-        "text": text[:DONE_TEXT_CHARS],
-        "text_truncated": len(text) > DONE_TEXT_CHARS,
-        "text_lines": text.count("\n") + 1 if text else 0,
-        "text_chars": len(text),
-        "timings": result.timings,
-        "result": {
-            "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
-            "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
-        },
-    }

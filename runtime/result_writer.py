@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from checkpoint.base import VideoState
 from checkpoint.errors import StaleEpoch
@@ -49,13 +50,17 @@ class FencedResultWriter:
         row = self._summary.video_row(video_id)
         if row is None:
             return None
-        version, frames = str(row["pipeline_version"]), int(row["frames"])
+        version, frames, tenant = (
+            str(row["pipeline_version"]),
+            int(row["frames"]),
+            str(row["tenant"]),
+        )
         # The summary is written last, so the document of its version is there too (unless
         # removed by hand: then nothing is reused and the stages run again).
-        document = self._documents.read(str(row["tenant"]), video_id, version)
+        document = self._documents.read(tenant, video_id, version)
         if document is None:
-            return EarlierResult(pipeline_version=version, frame_count=frames)
-        return earlier_result(document, frames)
+            return EarlierResult(pipeline_version=version, frame_count=frames, tenant=tenant)
+        return dataclasses.replace(earlier_result(document, frames), tenant=tenant)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.close)

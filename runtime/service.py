@@ -13,6 +13,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from checkpoint.chunk_store import ChunkStore
+from checkpoint.errors import VideoIdTaken
 from checkpoint.redis_store import RedisCheckpointStore
 from consumers.admin import ensure_topics
 from consumers.base import RecordInfo
@@ -237,7 +238,11 @@ class _Handler:
         self._processor = processor
 
     async def handle(self, event: VideoUploaded, record: RecordInfo) -> None:
-        await self._processor.process(event.to_ref())
+        try:
+            await self._processor.process(event.to_ref())
+        except VideoIdTaken as taken:
+            # Another tenant's video: its record stays as it is, this event is dead-lettered.
+            raise InvalidEvent(str(taken), code=taken.code) from taken
 
     async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:
         # The consumer has logged it at WARNING already: one line per invalid event.

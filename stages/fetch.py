@@ -244,7 +244,7 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
             self._downloads.mkdir(parents=True, exist_ok=True)
             dest = self._downloads / f"{_safe_name(ref.video_id)}-{uuid.uuid4().hex[:12]}"
             if scheme == "s3":
-                self._download_s3(ref.uri, dest)
+                self._download_s3(ref.uri, dest, ref.tenant)
             else:
                 download(ref.uri, dest, self._limits)
             return dest, True
@@ -282,15 +282,25 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
             raise FetchRefused(f"{raw} is not a regular file", code="fetch_refused")
         return path
 
-    def _download_s3(self, uri: str, dest: Path) -> None:
+    def _download_s3(self, uri: str, dest: Path, tenant: str) -> None:
         """A presigned GET through ``download``: the same byte cap, total deadline and reason
         codes as any HTTP source. The endpoint is the operator's (``storage.s3_endpoint_url``,
-        may be private) or AWS's; the URI only picks the bucket and key."""
+        may be private) or AWS's; the URI only picks the bucket and key, within what
+        ``limits.s3_sources`` lets ``tenant`` read."""
         parts = urlsplit(uri)
         bucket, key = parts.netloc, parts.path.lstrip("/")
         shown = redact_url(uri)
         if not bucket or not key:
             raise FetchRefused(f"{shown}: expected s3://bucket/key", code="fetch_refused")
+        allowed = self._limits.s3_sources
+        prefixes = (*allowed.get(tenant, ()), *allowed.get("*", ()))
+        # A bare bucket name is the whole bucket, never another bucket that starts with it.
+        prefixes = tuple(p if "/" in p else f"{p}/" for p in prefixes)
+        if not any(f"{bucket}/{key}".startswith(prefix) for prefix in prefixes):
+            raise FetchRefused(
+                f"{shown} is outside the s3 sources tenant {tenant!r} may read (limits.s3_sources)",
+                code="fetch_refused",
+            )
         limits = self._limits
         deadline = time.monotonic() + limits.total_timeout_s  # signing counts against it too
         try:

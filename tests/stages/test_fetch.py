@@ -389,7 +389,8 @@ def bucket(s3_endpoint: str, unique: str, videos: Path) -> str:
 
 
 def test_s3_fetch(tmp_path: Path, s3_endpoint: str, bucket: str, videos: Path) -> None:
-    stage = make_stage(tmp_path, storage=StorageSettings(s3_endpoint_url=s3_endpoint))
+    storage = StorageSettings(s3_endpoint_url=s3_endpoint)
+    stage = make_stage(tmp_path, storage=storage, s3_sources={"*": (bucket,)})
     video = stage.open(VideoRef("v/1", f"s3://{bucket}/in/clip.mp4"))
     assert video.temporary
     assert Path(video.path).read_bytes() == (videos / "clip.mp4").read_bytes()
@@ -403,7 +404,8 @@ def test_s3_fetch(tmp_path: Path, s3_endpoint: str, bucket: str, videos: Path) -
 def test_s3_failures(tmp_path: Path, s3_endpoint: str, bucket: str, videos: Path) -> None:
     size = (videos / "clip.mp4").stat().st_size
     storage = StorageSettings(s3_endpoint_url=s3_endpoint)
-    stage = make_stage(tmp_path, storage=storage)
+    sources = {"*": (bucket, f"no-such-bucket-{bucket}")}
+    stage = make_stage(tmp_path, storage=storage, s3_sources=sources)
     for uri in (f"s3://{bucket}/in/missing.mp4", f"s3://no-such-bucket-{bucket}/in/clip.mp4"):
         error = fetch_error(stage, uri)
         assert isinstance(error, SourceNotFound), uri
@@ -411,11 +413,38 @@ def test_s3_failures(tmp_path: Path, s3_endpoint: str, bucket: str, videos: Path
     invalid = fetch_error(stage, f"s3://{bucket}/in/random.mp4")
     assert isinstance(invalid, InvalidVideo)
     assert fetch_error(stage, f"s3://{bucket}").code == "fetch_refused"
-    capped = make_stage(tmp_path, storage=storage, max_bytes=size - 1)
+    capped = make_stage(tmp_path, storage=storage, max_bytes=size - 1, s3_sources=sources)
     too_large = fetch_error(capped, f"s3://{bucket}/in/clip.mp4")
     assert isinstance(too_large, SourceTooLarge)
     assert too_large.code == "limit_bytes"
     assert downloads(tmp_path) == []  # nothing left behind by any failure
+
+
+def test_s3_sources_are_allowed_per_tenant(
+    tmp_path: Path, s3_endpoint: str, bucket: str, connections: list[str]
+) -> None:
+    """The service reads s3:// with its own credentials: only what limits.s3_sources lets
+    the video's tenant name is fetched; anything else is refused before any request."""
+    storage = StorageSettings(s3_endpoint_url=s3_endpoint)
+    sources = {"acme": (f"{bucket}/in/",), "*": (f"{bucket}/shared/",)}
+    stage = make_stage(tmp_path, storage=storage, s3_sources=sources)
+    video = stage.open(VideoRef("v1", f"s3://{bucket}/in/clip.mp4", tenant="acme"))
+    stage.release(video)
+    before = len(connections)
+    for uri, tenant in (
+        (f"s3://{bucket}/in/clip.mp4", "globex"),  # acme's prefix, another tenant
+        (f"s3://{bucket}-other/in/clip.mp4", "acme"),  # another bucket
+        (f"s3://{bucket}/elsewhere/clip.mp4", "acme"),
+    ):
+        with pytest.raises(FetchRefused) as refused:
+            stage.open(VideoRef("v2", uri, tenant=tenant))
+        assert refused.value.code == "fetch_refused"
+        assert "limits.s3_sources" in str(refused.value)
+    assert len(connections) == before  # refused before any connection
+    shared = fetch_error(stage, f"s3://{bucket}/shared/none.mp4")  # "*": any tenant may ask
+    assert shared.code == "source_not_found"
+    nothing = make_stage(tmp_path, storage=storage)  # no s3_sources: no s3:// source at all
+    assert fetch_error(nothing, f"s3://{bucket}/in/clip.mp4").code == "fetch_refused"
 
 
 def test_s3_endpoint_down(tmp_path: Path) -> None:
@@ -424,7 +453,9 @@ def test_s3_endpoint_down(tmp_path: Path) -> None:
         s3_access_key_id=SecretStr("testing"),
         s3_secret_access_key=SecretStr("testing"),
     )
-    stage = make_stage(tmp_path, storage=storage, connect_timeout_s=1.0)
+    stage = make_stage(
+        tmp_path, storage=storage, connect_timeout_s=1.0, s3_sources={"*": ("uploads",)}
+    )
     error = fetch_error(stage, "s3://uploads/in/clip.mp4")
     assert isinstance(error, FetchFailed)
     assert error.code == "fetch_failed"
@@ -532,7 +563,12 @@ def test_a_dripping_source_ends_at_the_total_deadline(tmp_path: Path, phase: str
     for HTTP and for S3 alike (signing the S3 request included)."""
     drip = _Drip(phase)
     try:
-        limits = {"allow_private": True, "read_timeout_s": 30.0, "total_timeout_s": 2.0}
+        limits = {
+            "allow_private": True,
+            "read_timeout_s": 30.0,
+            "total_timeout_s": 2.0,
+            "s3_sources": {"default": ("uploads/in/",)},
+        }
         storage = StorageSettings(
             s3_endpoint_url=f"http://127.0.0.1:{drip.port}",
             s3_access_key_id=SecretStr("testing"),

@@ -1,0 +1,33 @@
+"""What the outbox events of a video say (the webhooks and the status topic carry them)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from core.records import VideoResult
+from sinks.object_store import document_key
+
+# The start of the text a `video.done` message carries; the rest is in the result document.
+DONE_TEXT_CHARS = 1000
+
+
+def done_message_data(result: VideoResult) -> dict[str, Any]:
+    """What ``video.done`` says: counts, the start of the text and where the whole result is,
+    never all of it, so the message stays small whatever the video holds (a status-topic
+    record has 1 MiB, and receivers refuse large bodies)."""
+    ref = result.ref
+    text = result.text
+    return {
+        "frames": len(result.frames),
+        "duration_s": result.probe.duration_s,
+        "text": text[:DONE_TEXT_CHARS],
+        "text_truncated": len(text) > DONE_TEXT_CHARS,
+        "text_lines": text.count("\n") + 1 if text else 0,
+        "text_chars": len(text),
+        "timings": result.timings,
+        "result": {
+            "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
+            "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
+        },
+    }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from api.errors import ApiError
 from checkpoint.base import CheckpointStore, ProgressEvent
@@ -34,7 +34,7 @@ class StreamTooSlow(PermanentError):
 class _Listener:
     wanted: Callable[[ProgressEvent], bool]
     tenant: str | None
-    queue: asyncio.Queue[Item] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Item]
 
 
 class ProgressHub:

@@ -156,11 +156,10 @@ class VideoProcessor:
         if earlier is not None and earlier.tenant not in ("", ref.tenant):
             # Redis lost the record, but the sinks know the id as another tenant's video.
             raise VideoIdTaken(f"video id {ref.video_id!r} belongs to another tenant")
-        same_source = earlier is not None and earlier.uri in ("", ref.uri)
         if (
             fresh
             and earlier is not None
-            and same_source
+            and earlier.uri in ("", ref.uri)  # the same source, or one not known
             and earlier.pipeline_version == self._version
         ):
             await self._rebuild_record(ref, epoch, earlier)

@@ -11,11 +11,13 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
+from fastapi import FastAPI
 
 from api.app import api_server, create_app
 from api.dead_letters import REPLAYED_FROM, DeadLetterSource
@@ -125,6 +127,21 @@ async def _fill(setup: Setup) -> dict[str, str]:
     await setup.log.add_dead_letter(_letter(_event("glob-2", "globex"), down))
     listed = await setup.source.newest(None, 50)
     return {d.video_id or d.code: d.id for d in listed}
+
+
+def _app(setup: Setup, **options: Any) -> FastAPI:
+    """The API over the setup's store and dead-letter source, with the two tenants' tokens."""
+    return create_app(
+        setup.store,
+        tokens=TOKENS,
+        dead_letters=setup.source.newest,
+        replay=setup.source.replay,
+        **options,
+    )
+
+
+def _client(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://api", timeout=60)
 
 
 async def test_lists_both_kinds_newest_first_with_spring_headers(setup: Setup) -> None:
@@ -239,15 +256,8 @@ async def test_letters_published_together_all_show_and_replay(setup: Setup) -> N
 
 async def test_api_and_cli(setup: Setup, capsys: pytest.CaptureFixture[str]) -> None:
     ids = await _fill(setup)
-    app = create_app(
-        setup.store,
-        tokens=TOKENS,
-        dead_letters=setup.source.newest,
-        replay=setup.source.replay,
-    )
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app), base_url="http://api", timeout=60
-    ) as client:
+    app = _app(setup)
+    async with _client(app) as client:
         listed = (await client.get("/v1/dead-letters", headers=A)).json()["items"]
         assert {d["video_id"] for d in listed} == {"acme-1", "acme-2"}
         refused = await client.post(f"/v1/dead-letters/{ids['acme-1']}/replay", headers=B)
@@ -306,16 +316,7 @@ async def test_listings_share_a_scan_for_a_moment(setup: Setup) -> None:
 
 async def test_replays_are_rate_limited_per_tenant(setup: Setup) -> None:
     ids = await _fill(setup)
-    app = create_app(
-        setup.store,
-        tokens=TOKENS,
-        dead_letters=setup.source.newest,
-        replay=setup.source.replay,
-        replays_per_minute=2,
-    )
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app), base_url="http://api", timeout=60
-    ) as client:
+    async with _client(_app(setup, replays_per_minute=2)) as client:
         replay = f"/v1/dead-letters/{ids['acme-1']}/replay"
         answers = [(await client.post(replay, headers=A)).status_code for _ in range(3)]
         refused = await client.post(replay, headers=A)

@@ -28,7 +28,7 @@ from notify.outbox import targets_for
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
 from tests.notify.support import SECRET, make_event, notify_settings
-from tests.notify.test_status_topic import create_topic
+from tests.notify.test_status_topic import create_topic, new_status_topic
 
 PV = "pv1"
 
@@ -136,9 +136,7 @@ async def attempts_of(d: NotificationDispatcher, event: OutboxEvent) -> list[Any
 async def test_mark_done_delivers_a_signed_webhook_and_acks(
     ctx: Ctx, kafka_bootstrap: str, unique: str
 ) -> None:
-    topic = f"status-{unique}"
-    await create_topic(kafka_bootstrap, topic)
-    publisher = StatusTopicPublisher(KafkaSettings(bootstrap=kafka_bootstrap, status_topic=topic))
+    topic, publisher = await new_status_topic(kafka_bootstrap, unique)
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     assert await ctx.outbox_len() == 1
     async with running(make_dispatcher(ctx, notify_settings(), publisher=publisher)) as d:
@@ -163,9 +161,7 @@ async def test_mark_done_delivers_a_signed_webhook_and_acks(
 async def test_an_event_the_status_topic_refuses_is_dead_lettered_not_retried(
     ctx: Ctx, kafka_bootstrap: str, unique: str
 ) -> None:
-    topic = f"status-{unique}"
-    await create_topic(kafka_bootstrap, topic)
-    publisher = StatusTopicPublisher(KafkaSettings(bootstrap=kafka_bootstrap, status_topic=topic))
+    topic, publisher = await new_status_topic(kafka_bootstrap, unique)
     event = await ctx.finish(
         "v-big", callback=ctx.receiver.url("/cb"), data={"blob": "x" * (2 * 1024 * 1024)}
     )

@@ -24,10 +24,15 @@ async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
         await admin.close()
 
 
-async def test_events_are_readable_from_the_status_topic(kafka_bootstrap: str, unique: str) -> None:
+async def new_status_topic(bootstrap: str, unique: str) -> tuple[str, StatusTopicPublisher]:
+    """A fresh status topic on the broker, and a publisher to it."""
     topic = f"status-{unique}"
-    await create_topic(kafka_bootstrap, topic)
-    publisher = StatusTopicPublisher(KafkaSettings(bootstrap=kafka_bootstrap, status_topic=topic))
+    await create_topic(bootstrap, topic)
+    return topic, StatusTopicPublisher(KafkaSettings(bootstrap=bootstrap, status_topic=topic))
+
+
+async def test_events_are_readable_from_the_status_topic(kafka_bootstrap: str, unique: str) -> None:
+    topic, publisher = await new_status_topic(kafka_bootstrap, unique)
     events = [
         make_event("v1"),
         make_event("v2", type="video.failed", data={"error_code": "invalid_video"}),
@@ -71,9 +76,7 @@ async def test_an_event_the_broker_never_takes_is_refused(
     kafka_bootstrap: str, unique: str
 ) -> None:
     """Above the producer's 1 MiB request limit: no retry can help, so it is not retryable."""
-    topic = f"status-{unique}"
-    await create_topic(kafka_bootstrap, topic)
-    publisher = StatusTopicPublisher(KafkaSettings(bootstrap=kafka_bootstrap, status_topic=topic))
+    topic, publisher = await new_status_topic(kafka_bootstrap, unique)
     try:
         with pytest.raises(StatusPublishRefused) as caught:
             await publisher.publish(make_event(data={"blob": "x" * (2 * 1024 * 1024)}))

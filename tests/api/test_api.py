@@ -694,7 +694,7 @@ async def test_a_client_that_does_not_read_is_cut_off_alone(store: RedisCheckpoi
     ):
         epoch = (await store.claim(ref, PIPELINE)).epoch
         seen: list[int] = []
-        for chunk in range(1, 40):
+        for chunk in range(1, 400):  # until the unread queue overflowed, however slow the pump
             await store.advance("slow", epoch, "ocr", chunk)
             while not read.empty():
                 item = read.get_nowait()

@@ -20,6 +20,10 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.config import ServiceConfig
 
 DEFAULT_WORKDIR = Path(".reelsense")
 _SERVICE_COMMANDS = frozenset({"demo", "dev", "serve"})  # those that run the service on Ray
@@ -130,7 +134,28 @@ def _serve(args: argparse.Namespace) -> int:
     except InsecureConfig as exc:
         print(f"reelsense serve: {exc}", file=sys.stderr)
         return 2
+    if config.redis.require_durable:  # the service checks too; here it is before Ray starts
+        from checkpoint.errors import CheckpointNotDurable, CheckpointUnavailable
+
+        try:
+            asyncio.run(_check_durability(config))
+        except CheckpointNotDurable as exc:
+            print(f"reelsense serve: {exc}", file=sys.stderr)
+            return 2
+        except CheckpointUnavailable as exc:
+            print(f"reelsense serve: redis is unreachable: {exc}", file=sys.stderr)
+            return 1
     return _run_service(config, local_ray=config.ray.address is None)
+
+
+async def _check_durability(config: ServiceConfig) -> None:
+    from checkpoint.redis_store import RedisCheckpointStore
+
+    store = RedisCheckpointStore(config.redis)
+    try:
+        await store.check_durability()
+    finally:
+        await store.close()
 
 
 def _run_service(config: object, *, local_ray: bool) -> int:

@@ -119,6 +119,18 @@ def redis_binary() -> str:
     return str(bundled)
 
 
+VALKEY_BINARY = Path("/opt/valkey/usr/bin/valkey-server")
+
+
+def valkey_binary() -> str:
+    """Valkey 8 (WAITAOF, reports redis_version 7.2.4), installed by scripts/bootstrap.sh."""
+    if not VALKEY_BINARY.exists():
+        raise FileNotFoundError(
+            f"no {VALKEY_BINARY}: run scripts/bootstrap.sh (as root) to install valkey-server"
+        )
+    return str(VALKEY_BINARY)
+
+
 def tansu(
     workdir: Path, *, port: int | None = None, storage: str = "memory://tansu/"
 ) -> LocalProcess:
@@ -142,13 +154,23 @@ def tansu(
     )
 
 
-def redis_server(workdir: Path, *, port: int | None = None, aof: bool = True) -> LocalProcess:
-    """redis-server on 127.0.0.1 with its data in ``workdir``; AOF fsync every second."""
+def redis_server(
+    workdir: Path,
+    *,
+    port: int | None = None,
+    aof: bool = True,
+    appendfsync: str = "always",
+    binary: str | None = None,
+) -> LocalProcess:
+    """redis-server (or ``binary``) on 127.0.0.1 with its data in ``workdir``.
+
+    AOF with ``appendfsync always`` by default: Debian's Redis 7.0 has no WAITAOF, and the
+    checkpoint store accepts it only when every acknowledged write is already on disk."""
     port = port or free_port()
     data = workdir / "redis"
     data.mkdir(parents=True, exist_ok=True)
     argv = [
-        redis_binary(),
+        binary or redis_binary(),
         "--bind",
         HOST,
         "--port",
@@ -163,7 +185,7 @@ def redis_server(workdir: Path, *, port: int | None = None, aof: bool = True) ->
         "no",
     ]
     if aof:
-        argv += ["--appendonly", "yes", "--appendfsync", "everysec"]
+        argv += ["--appendonly", "yes", "--appendfsync", appendfsync]
     return LocalProcess(name="redis", argv=argv, port=port, log_path=workdir / "redis.log")
 
 

@@ -77,6 +77,9 @@ class ReelsenseService:
 
     async def _start(self) -> None:
         config = self.config
+        # First: a Redis that cannot confirm a final transition on disk is refused before
+        # anything else starts (``CheckpointNotDurable``), see checkpoint/durability.py.
+        await self.store.check_durability()
         await ensure_topics(
             config.kafka.bootstrap,
             {

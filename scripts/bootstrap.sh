@@ -22,6 +22,28 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
+# Valkey 8 (it has WAITAOF; bookworm has it in backports only) for the checkpoint durability
+# tests. Only valkey-tools is unpacked, to /opt/valkey, and the server linked in as the
+# valkey-server package does: it runs on the libraries of redis-server 7.0, and the system's
+# apt sources stay as they are.
+valkey=/opt/valkey/usr/bin/valkey-server
+if [ ! -x "$valkey" ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        bpo=$(mktemp -d)
+        chmod 755 "$bpo"
+        echo 'deb http://deb.debian.org/debian bookworm-backports main' > "$bpo/bpo.list"
+        from_bpo=(-o Dir::Etc::sourcelist="$bpo/bpo.list" -o Dir::Etc::sourceparts=-)
+        apt-get "${from_bpo[@]}" -o APT::Get::List-Cleanup=0 update -qq
+        chown _apt "$bpo" 2>/dev/null || true  # apt downloads as _apt where it can
+        (cd "$bpo" && apt-get "${from_bpo[@]}" download -qq valkey-tools)
+        dpkg-deb -x "$bpo"/valkey-tools_*.deb /opt/valkey
+        ln -sfn valkey-check-rdb "$valkey"  # the binary acts by the name it is started as
+        rm -rf "$bpo"
+    else
+        echo "warning: cannot install $valkey without root; the WAITAOF tests need it" >&2
+    fi
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv

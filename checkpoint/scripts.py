@@ -11,11 +11,13 @@ Key layout (``P`` is ``RedisSettings.key_prefix``)::
     P:progress:stream                   stream  the same events, capped with MAXLEN ~
     P:outbox                            stream  outbox entries (field ``event``: OutboxEvent JSON)
     P:outbox:dead                       stream  outbox entries that could not be decoded
+    P:durable                           counter a barrier write WAITAOF waits for (durability.py)
 
 Record fields: ``video_id tenant uri status pipeline_version stage attempts epoch frames
-error_code error_message timings`` (JSON) and ``created_at updated_at started_at finished_at``
-(Redis server time, µs since the epoch); stage progress is flattened as ``sd:{stage}`` (chunks
-done) and ``st:{stage}`` (total, once known).
+error_code error_message timings`` (JSON), ``owner lease_until`` (the instance running the
+attempt and, in server milliseconds, until when its lease holds; 0: none) and ``created_at
+updated_at started_at finished_at`` (Redis server time, µs since the epoch); stage progress is
+flattened as ``sd:{stage}`` (chunks done) and ``st:{stage}`` (total, once known).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 from checkpoint.base import ProgressEvent, StageProgress, VideoState, VideoStatus
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-SCRIPTS = ("mark_queued", "claim", "advance", "mark_chunk", "mark_done", "mark_failed")
+SCRIPTS = ("mark_queued", "claim", "renew", "advance", "mark_chunk", "mark_done", "mark_failed")
 
 
 def load_script(name: str, *, alone: bool = False) -> str:
@@ -75,6 +77,7 @@ def record_from_fields(fields: Mapping[str, str]) -> VideoStatus:
         chunks_total=int(fields["chunks_total"]) if fields.get("chunks_total") else None,
         chunks_processed=int(fields.get("chunks_processed", 0)),
         chunks_restored=int(fields.get("chunks_restored", 0)),
+        owner=fields.get("owner") or None,
         error_code=fields.get("error_code"),
         error_message=fields.get("error_message"),
         timings=json.loads(fields["timings"]) if fields.get("timings") else {},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.errors import PermanentError, RetryableError
+from core.errors import DependencyUnavailable, PermanentError
 
 
 class InvalidEvent(PermanentError):
@@ -16,5 +16,5 @@ class InvalidEvent(PermanentError):
         self.video_id = video_id
 
 
-class BrokerUnavailable(RetryableError):
+class BrokerUnavailable(DependencyUnavailable):
     code = "broker_unavailable"

@@ -61,6 +61,9 @@ class RedisSettings(BaseSettings):
     outbox_group: str = "notifier"  # the consumer group that delivers outbox entries
     progress_stream_maxlen: int = Field(default=10_000, ge=100)  # approximate cap (MAXLEN ~)
     aof_wait_timeout_ms: int = Field(default=1_000, ge=0)  # WAITAOF after final transitions
+    # Refuse to start on a Redis that cannot confirm a final transition is on disk before its
+    # offset is committed (checkpoint/durability.py); false accepts losing about a second.
+    require_durable: bool = True
     # How long the record of a done or failed video is kept; None: for ever. The videos table
     # stays the durable truth: a replay of an expired video is still skipped from it.
     finished_retention_s: float | None = Field(default=None, gt=0)
@@ -210,6 +213,15 @@ class RuntimeSettings(BaseSettings):
     workdir: str = ".reelsense/work"  # downloads and scratch files
     max_attempts: int = Field(default=3, ge=1)  # per video, for retryable failures
     retry_backoff_s: tuple[float, ...] = (1.0, 5.0, 30.0)
+    # Failures of the service's own dependencies (Redis, the object store, the tables, the
+    # broker) use up no attempt: a video is retried through an outage this long, then fails.
+    outage_window_s: float = Field(default=600.0, ge=0)
+    # An attempt's lease on its video (runtime/lease.py), renewed every third of it: another
+    # instance takes a running video over only once its owner let it go or stopped renewing.
+    lease_s: float = Field(default=20.0, gt=0)
+    # This process's name on the leases; one kept over restarts (a pod name) takes its own
+    # videos back at once after a crash. None: a name of its own per process.
+    instance_id: str | None = None
     chunks_in_flight_per_video: int = Field(default=4, ge=1)
     chunks_in_flight: int = Field(default=16, ge=1)  # across all videos of this process
     drain_timeout_s: float = 30.0  # on SIGTERM, how long in-flight videos may still finish

@@ -54,6 +54,13 @@ class RetryableError(ReelsenseError):
         self.retry_after = retry_after
 
 
+class DependencyUnavailable(RetryableError):
+    """One of the service's own dependencies (Redis, the object store, the tables, the broker)
+    is down: nothing about the video, so it waits out the outage instead of failing for it."""
+
+    code = "dependency_unavailable"
+
+
 class PermanentError(ReelsenseError):
     """A failure that retrying cannot fix: bad input, a refused URL, a broken video."""
 

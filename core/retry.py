@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -51,7 +52,8 @@ class RetryPolicy:
     most ``max_s``; with it, the wait is ``schedule[n - 1]``, its last entry repeating (an
     empty schedule: no wait). Each wait is multiplied by a factor drawn uniformly from
     ``jitter``. An error is retried when it is one of ``retry_on`` and none of ``never``;
-    ``max_attempts`` None tries until it works.
+    ``max_attempts`` None tries until it works. A run of ``patient`` failures counts as no
+    attempt until it has lasted ``patience_s``; it then ends the retries.
     """
 
     first_s: float = 0.5
@@ -62,6 +64,10 @@ class RetryPolicy:
     max_attempts: int | None = None
     retry_on: tuple[type[BaseException], ...] = (RetryableError,)
     never: tuple[type[BaseException], ...] = (PermanentError,)
+    # Failures of these kinds use up no attempt while they last less than ``patience_s`` in a
+    # row (an outage of a dependency): the attempts are for failures of the work itself.
+    patient: tuple[type[BaseException], ...] = ()
+    patience_s: float = 0.0
 
     def __post_init__(self) -> None:
         low, high = self.jitter
@@ -160,12 +166,30 @@ class RetryPolicy:
 
         return AsyncRetrying(
             sleep=sleep,
-            stop=stop_never if self.max_attempts is None else stop_after_attempt(self.max_attempts),
+            stop=self._stop_rule(),
             wait=wait,
             retry=retry_if_exception(self.retries),
             before_sleep=before_sleep,
             retry_error_callback=give_up,
         )
+
+    def _stop_rule(self) -> Callable[[RetryCallState], bool]:
+        if not self.patient:
+            limit = self.max_attempts
+            return stop_never if limit is None else stop_after_attempt(limit)
+        counted = 0  # failures that used up an attempt
+        patient_since: float | None = None  # when the current run of patient failures began
+
+        def give_up(state: RetryCallState) -> bool:
+            nonlocal counted, patient_since
+            now = time.monotonic()
+            if isinstance(_error_of(state), self.patient):
+                patient_since = now if patient_since is None else patient_since
+                return now - patient_since >= self.patience_s
+            counted, patient_since = counted + 1, None
+            return self.exhausted(counted)
+
+        return give_up
 
 
 async def sleep_unless_stopped(seconds: float, stop: asyncio.Event | None) -> None:

@@ -124,8 +124,13 @@ class ServiceRun:
         API port and notifier name, the same topics, group, Redis and sinks as the others."""
         if name not in self.processes:
             port = free_port()
+            # A name of its own on the video leases, kept over restarts: a process killed and
+            # started again takes its videos back at once (as a replica with a stable pod name).
             config = with_sections(
-                self.config, api={"port": port}, notify={"consumer_name": f"{self.unique}-{name}"}
+                self.config,
+                api={"port": port},
+                notify={"consumer_name": f"{self.unique}-{name}"},
+                runtime={"instance_id": f"{self.unique}-{name}"},
             )
             path = dump_config(config, self.root / f"service-{name}.yaml")
             log = self.root / "logs" / f"service-{name}.log"

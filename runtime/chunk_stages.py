@@ -1,9 +1,10 @@
-"""What follows decoding on one chunk: image stages, embedder, chunk checkpoint."""
+"""What follows decoding on one chunk (image stages, embedder, chunk checkpoint), and where
+decoding resumes and how many videos decode at once."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
 
 from checkpoint.base import CheckpointStore
 from checkpoint.chunk_store import ChunkStore
@@ -11,8 +12,10 @@ from core.errors import RetryableError
 from core.records import Chunk
 from core.stage_names import EMBED
 from runtime.executor import (
+    ChunkTicket,
     FusedChunk,
     IngestChunk,
+    IngestItem,
     PooledChunk,
     ReplayedChunk,
     StageExecutor,
@@ -20,6 +23,7 @@ from runtime.executor import (
 )
 from runtime.reuse import ReusePlan
 from runtime.video_run import VideoRun
+from stages.decode import ResumePoint
 
 
 class ChunkStages:
@@ -115,3 +119,31 @@ def _filled(reuse: ReusePlan, chunk: Chunk) -> Chunk:
             f"chunk {chunk.index}: frames missing from the earlier result", code="internal_error"
         )
     return filled
+
+
+async def decoding(
+    items: AsyncIterator[IngestItem], slots: asyncio.Semaphore
+) -> AsyncIterator[IngestItem]:
+    """The ingest stream, holding one of the decode slots until its last chunk."""
+    await slots.acquire()
+    held = True
+    try:
+        async for item in items:
+            if held and isinstance(item, ChunkTicket) and item.last:
+                slots.release()
+                held = False
+            yield item
+    finally:
+        if held:
+            slots.release()
+
+
+def resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:
+    """After the last of the chunks persisted without a gap from the start."""
+    previous: Chunk | None = None
+    while (previous.index + 1 if previous else 0) in restored:
+        previous = restored[previous.index + 1 if previous else 0]
+    if previous is None or not previous.frames:
+        return None
+    last = previous.frames[-1]
+    return ResumePoint(previous.index + 1, last.index + 1, last.timestamp_s, finished=previous.last)

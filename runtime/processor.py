@@ -24,22 +24,28 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from checkpoint.base import CheckpointStore, OutboxEvent
+from checkpoint.base import CheckpointStore, Claim, OutboxEvent, VideoState
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch, VideoIdTaken
 from core.config import RuntimeSettings
-from core.errors import PermanentError, ReelsenseError, RetriesExhausted, RetryableError
+from core.errors import (
+    DependencyUnavailable,
+    PermanentError,
+    ReelsenseError,
+    RetriesExhausted,
+    RetryableError,
+)
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
 from core.retry import RetryFailure, RetryPolicy
 from core.stage_names import DECODE, EMBED, FETCH
 from core.urls import redact_url
-from runtime.chunk_stages import ChunkStages
-from runtime.executor import ChunkTicket, IngestChunk, IngestItem, StageExecutor
+from runtime.chunk_stages import ChunkStages, decoding, resume_point
+from runtime.executor import IngestChunk, IngestItem, StageExecutor
+from runtime.lease import Superseded, claim_when_free, holding, owner_id
 from runtime.messages import done_message_data
 from runtime.metrics import PipelineMetrics
 from runtime.reuse import ReusePlan
 from runtime.video_run import VideoRun
-from stages.decode import ResumePoint
 from stages.pipeline import Lineage
 
 log = logging.getLogger(__name__)
@@ -69,6 +75,7 @@ class VideoProcessor:
             executor, store, chunks if settings.chunk_checkpoints else None, self._version
         )
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
+        self._owner = owner_id(settings)
         self._decode_slots = (
             asyncio.Semaphore(settings.videos_decoding) if settings.videos_decoding else None
         )
@@ -91,24 +98,36 @@ class VideoProcessor:
 
     async def _process(self, ref: VideoRef) -> str:
         await self._store.mark_queued(ref, self._version)
+        lost: int | None = None
+        while True:
+            try:
+                return await self._attempts(ref, lost)
+            except Superseded as superseded:
+                # A newer attempt took the video over (this one's lease had lapsed): wait
+                # until it settles the video, or stops renewing its lease and leaves it here.
+                log.warning("video %s is owned by a newer attempt; waiting", ref.video_id)
+                lost = superseded.epoch
+
+    async def _attempts(self, ref: VideoRef, lost: int | None) -> str:
         failed = functools.partial(self._attempt_failed, ref)
         try:
             async for attempt in self._attempt_policy.attempts(on_failure=failed):
                 # Claiming and recording a failure stay outside the attempt: when the store
                 # fails them, the record fails as a whole and the consumer retries it.
-                claim = await self._store.claim(ref, self._version)
+                claim = await self._claim(ref, lost)
                 if claim.skip:
-                    log.info("video %s already done for %s, skipping", ref.video_id, self._version)
-                    return "skipped"
+                    return self._skipped(ref, claim)
                 refused: PermanentError | None = None
                 with attempt:
                     try:
-                        await self._run(ref, claim.epoch, fresh=claim.status.attempts == 1)
+                        async with holding(
+                            self._store, ref.video_id, claim.epoch, self._settings.lease_s
+                        ):
+                            await self._run(ref, claim.epoch, fresh=claim.status.attempts == 1)
                     except PermanentError as exc:
                         refused = exc
                 if isinstance(refused, StaleEpoch):
-                    log.warning("video %s is owned by a newer attempt; leaving it", ref.video_id)
-                    return "stale"
+                    raise Superseded(claim.epoch)
                 if refused is not None:
                     await self._fail(ref, claim.epoch, refused, stage=refused.stage)
                     return "failed"
@@ -121,20 +140,38 @@ class VideoProcessor:
             )
         else:
             return "done"
-        claim = await self._store.claim(ref, self._version)
+        claim = await self._claim(ref, lost)
         if claim.skip:
-            return "skipped"
+            return self._skipped(ref, claim)
         await self._fail(ref, claim.epoch, error, stage=None)
         return "failed"
+
+    async def _claim(self, ref: VideoRef, lost: int | None) -> Claim:
+        lease_s = self._settings.lease_s
+        return await claim_when_free(
+            self._store, ref, self._version, owner=self._owner, lease_s=lease_s, lost=lost
+        )
+
+    def _skipped(self, ref: VideoRef, claim: Claim) -> str:
+        if claim.status.status is VideoState.DONE:
+            log.info("video %s already done for %s, skipping", ref.video_id, self._version)
+            return "skipped"
+        log.info("video %s was settled by a newer attempt", ref.video_id)
+        return "stale"
 
     @property
     def _attempt_policy(self) -> RetryPolicy:
         """Attempts at a video: ``max_attempts``, waiting ``retry_backoff_s`` between them (its
         last wait repeats). Anything but a ``PermanentError`` is retried: a lost worker or a
-        bug may not come back, and the video then fails with the last error."""
+        bug may not come back, and the video then fails with the last error. An outage of a
+        dependency uses up no attempt until it has lasted ``outage_window_s``."""
         s = self._settings
         return RetryPolicy(
-            schedule=s.retry_backoff_s, max_attempts=s.max_attempts, retry_on=(Exception,)
+            schedule=s.retry_backoff_s,
+            max_attempts=s.max_attempts,
+            retry_on=(Exception,),
+            patient=(DependencyUnavailable,),
+            patience_s=s.outage_window_s,
         )
 
     @staticmethod
@@ -205,9 +242,9 @@ class VideoProcessor:
         from the earlier result when no stage needs pixels."""
         if not reuse.needs_pixels(self._executor.image_stages):
             return reuse.replay(ref)
-        items = self._executor.ingest(ref, _resume_point(restored), self._inline(reuse))
+        items = self._executor.ingest(ref, resume_point(restored), self._inline(reuse))
         if self._decode_slots is not None:
-            items = self._decoding(items, self._decode_slots)
+            items = decoding(items, self._decode_slots)
         return items
 
     async def _take(
@@ -297,23 +334,6 @@ class VideoProcessor:
         ):
             inline.append(EMBED)
         return tuple(inline)
-
-    @staticmethod
-    async def _decoding(
-        items: AsyncIterator[IngestItem], slots: asyncio.Semaphore
-    ) -> AsyncIterator[IngestItem]:
-        """The ingest stream, holding one of the decode slots until its last chunk."""
-        await slots.acquire()
-        held = True
-        try:
-            async for item in items:
-                if held and isinstance(item, ChunkTicket) and item.last:
-                    slots.release()
-                    held = False
-                yield item
-        finally:
-            if held:
-                slots.release()
 
     async def _drop_chunks(self, video_id: str) -> None:
         """Remove the video's persisted chunks once its outcome is final."""
@@ -420,14 +440,3 @@ class VideoProcessor:
             timestamp=datetime.now(UTC),
             epoch=epoch,
         )
-
-
-def _resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:
-    """After the last of the chunks persisted without a gap from the start."""
-    previous: Chunk | None = None
-    while (previous.index + 1 if previous else 0) in restored:
-        previous = restored[previous.index + 1 if previous else 0]
-    if previous is None or not previous.frames:
-        return None
-    last = previous.frames[-1]
-    return ResumePoint(previous.index + 1, last.index + 1, last.timestamp_s, finished=previous.last)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from core.errors import PermanentError, RetryableError
+from core.errors import DependencyUnavailable, PermanentError
 
 
-class SinkUnavailable(RetryableError):
+class SinkUnavailable(DependencyUnavailable):
     """The table or object store could not be written right now."""
 
     code = "sink_unavailable"

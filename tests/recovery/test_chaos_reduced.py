@@ -1,5 +1,6 @@
 """The reduced crash soak (``bench.chaos``): 12 videos, 3 kill -9s of the service, one lost
-OCR replica, one broker restart, one Redis restart. Nothing lost, nothing doubled."""
+OCR replica, one broker restart, one Redis restart, a poison re-send of a done video and a
+source that drips for ever. Nothing lost, nothing doubled, the hostile records refused."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ async def test_reduced_soak(tmp_path: Path) -> None:
         broker_bounces=1,
         redis_bounces=1,
         rebalance=False,  # tests/recovery/test_rebalance.py joins and leaves a consumer
+        poisons=1,
+        drips=1,
         seed=3,
         workdir=tmp_path,
         timeout_s=720,
@@ -36,6 +39,10 @@ async def test_reduced_soak(tmp_path: Path) -> None:
     assert report["lost_webhooks"] == 0, report
     assert report["duplicate_webhook_ids"] == 0, report
     assert report["kills"] == 3, report
+    assert report["poisons"] == 1, report
+    assert report["poison_not_dead_lettered"] == [], report
+    assert report["poison_reasons"] == ["event_invalid"], report
+    assert report["drip_outcomes"] == {"drip-0": "failed:fetch_timeout"}, report
     # At most one chunk computed twice per kill and video in flight.
     assert report["redone_chunks"] <= report["kills"] * report["max_in_flight"], report
     assert report["redone_chunks"] <= report["redone_bound"], report

@@ -14,14 +14,16 @@ from typing import Any
 
 import lance
 import pytest
+from pydantic import SecretStr
 
 from checkpoint.base import VideoState
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
-from core.config import ServiceConfig
+from core.config import ServiceConfig, StorageSettings
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
 from devkit.samples import Scene, write_video
+from devkit.services import moto_server
 from models.embedding import resolve_model_path
 from runtime.executor import IngestItem, StageExecutor
 from runtime.local_executor import LocalExecutor
@@ -31,7 +33,9 @@ from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import document_key
 from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
+from storage.base import ObjectStore
 from storage.local import LocalObjectStore
+from storage.s3 import S3ObjectStore, s3_client
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
 from tests.sinks import make_result
 
@@ -69,14 +73,21 @@ async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
 
 
 def processor(
-    config: ServiceConfig, executor: StageExecutor, store: RedisCheckpointStore
+    config: ServiceConfig,
+    executor: StageExecutor,
+    store: RedisCheckpointStore,
+    *,
+    chunks: ObjectStore | None = None,
+    **runtime: Any,
 ) -> VideoProcessor:
+    """A processor of ``config`` (its runtime settings changed by ``runtime``), persisting
+    chunks in ``chunks`` (default: the configured folder)."""
     return VideoProcessor(
         store=store,
         executor=executor,
-        chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
+        chunks=ChunkStore(chunks or LocalObjectStore(config.storage.object_store_uri)),
         lineage=Pipeline.from_config(config).lineage,
-        settings=config.runtime,
+        settings=config.runtime.model_copy(update=runtime),
     )
 
 
@@ -420,3 +431,111 @@ def test_the_done_message_stays_small_whatever_the_video_holds() -> None:
     small = make_result("vid-2", frames=2, embed=False)
     data = done_message_data(small)
     assert (data["text"], data["text_truncated"], data["text_lines"]) == (small.text, False, 2)
+
+
+async def running(store: RedisCheckpointStore, video_id: str, epoch: int = 1) -> None:
+    """Until attempt ``epoch`` at the video runs and has recorded a chunk."""
+    while True:
+        status = await store.get(video_id)
+        if status and status.epoch == epoch and status.chunks_processed:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_an_owner_with_a_live_lease_keeps_its_video(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    """The partition's new owner meets the video while the member expelled from the group
+    (a zombie) still works on it: it waits instead of taking it over, and commits only once
+    the zombie has finished it."""
+    scenes = [Scene((f"HELD {i}",), 1.0) for i in range(6)]
+    ref = VideoRef("held", write_video(root / "held.mp4", scenes, fps=10, size=(320, 240)).as_uri())
+    zombie = asyncio.create_task(
+        processor(config, executor, store, instance_id="zombie").process(ref)
+    )
+    await running(store, "held")
+
+    await processor(config, executor, store, instance_id="next").process(ref)
+
+    assert zombie.done()  # the next owner returned only once the video was done
+    await zombie
+    status = await store.get("held")
+    assert status is not None
+    assert (status.status, status.attempts, status.owner) == (VideoState.DONE, 1, "zombie")
+    keys = frame_keys(config, "held")
+    assert sum(keys.values()) == status.frames == 12
+    assert max(keys.values()) == 1
+
+
+async def test_a_frozen_owner_loses_its_video_and_leaves_it_to_the_new_one(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    """An owner that stopped renewing (frozen past its lease) is taken over; when it wakes,
+    its next renewal stops its attempt, and it waits for the new owner to settle the video
+    instead of writing or committing anything of its own."""
+    scenes = [Scene((f"FROZEN {i}",), 1.0) for i in range(6)]
+    path = write_video(root / "frozen.mp4", scenes, fps=10, size=(320, 240))
+    ref = VideoRef("frozen", path.as_uri())
+    old = asyncio.create_task(
+        processor(config, executor, store, instance_id="old", lease_s=3.0).process(ref)
+    )
+    await running(store, "frozen")
+    await store._redis.hset(store.video_key("frozen"), "lease_until", 0)  # its lease lapsed
+
+    new = asyncio.create_task(
+        processor(config, executor, store, instance_id="new", lease_s=3.0).process(ref)
+    )
+    await asyncio.wait_for(old, timeout=60)
+    settled = await store.get("frozen")  # when the old owner gave the video up
+    await new
+
+    assert settled is not None
+    assert settled.status is VideoState.DONE
+    status = await store.get("frozen")
+    assert status is not None
+    assert (status.status, status.attempts, status.owner) == (VideoState.DONE, 2, "new")
+    keys = frame_keys(config, "frozen")
+    assert sum(keys.values()) == status.frames == 12
+    assert max(keys.values()) == 1
+
+
+async def test_an_object_store_outage_uses_up_no_attempt(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    """The object store is down for longer than every attempt's backoff together: the video
+    waits it out (within ``outage_window_s``) and is done, not failed for it."""
+    moto = moto_server(root / "moto-outage").start()
+    settings = StorageSettings(
+        s3_endpoint_url=f"http://127.0.0.1:{moto.port}",
+        s3_access_key_id=SecretStr("testing"),
+        s3_secret_access_key=SecretStr("testing"),
+        s3_connect_timeout_s=1.0,
+        s3_max_attempts=1,
+    )
+    try:
+        s3_client(settings).create_bucket(Bucket="chunks")
+        moto.stop()  # down before the first chunk is stored
+        path = write_video(root / "outage.mp4", [Scene(("WAIT",), 2.0)], fps=10, size=(320, 240))
+        work = processor(
+            config,
+            executor,
+            store,
+            chunks=S3ObjectStore("chunks", "", s3_client(settings)),
+            max_attempts=2,
+            retry_backoff_s=(0.2,),
+            outage_window_s=120.0,
+        )
+        task = asyncio.create_task(work.process(VideoRef("outage", path.as_uri())))
+        await asyncio.sleep(4.0)  # 2 attempts with 0.2 s between them ended long ago
+        assert not task.done()
+        status = await store.get("outage")
+        assert status is not None
+        assert status.status is VideoState.RUNNING
+        moto.start()
+        s3_client(settings).create_bucket(Bucket="chunks")  # moto keeps nothing over a restart
+        await asyncio.wait_for(task, timeout=120)
+    finally:
+        moto.stop()
+    status = await store.get("outage")
+    assert status is not None
+    assert status.status is VideoState.DONE, status.error_message

@@ -1,0 +1,155 @@
+"""The crash soak's hostile inputs and outages, and what must come of them.
+
+- A poison re-send: the upload event of a video already done, sent again with a field the
+  schema does not know. It must be dead-lettered with its reason, its offset committed, and the
+  done video's record and rows left as they were.
+- A slow-drip source: an HTTP server that sends its headers and then one byte every half
+  second for ever. The video must fail with ``fetch_timeout`` (a visible status and a
+  ``video.failed`` webhook), holding its slot no longer than the fetch deadline allows.
+- An object-store outage: the S3 endpoint of the service's chunks and result documents stops
+  answering (SIGSTOP, so it keeps its data) for minutes. No video may fail for it.
+- A frozen consumer: a service process stopped (SIGSTOP) past its group session and its video
+  leases while it holds partitions, then let go on. Its videos are taken over by the other
+  process; when it wakes, nothing it does may double or lose a video.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import threading
+from collections.abc import Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from checkpoint.base import CheckpointStore, VideoState
+from consumers.dead_letter import REASON_CODE
+from devkit.receiver import ReceivedWebhook
+from devkit.workload import KafkaRecord, read_records, upload_record
+
+FAILED_EVENT = "video.failed"
+
+
+class DripSource:
+    """HTTP on 127.0.0.1 that never finishes a response: headers, then a byte every ``gap_s``."""
+
+    HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: 100000000\r\n\r\n"
+
+    def __init__(self, *, gap_s: float = 0.5) -> None:
+        self.gap_s = gap_s
+        self._stop = threading.Event()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}.mp4"
+
+    def _serve(self) -> None:
+        with suppress(OSError):
+            while not self._stop.is_set():
+                conn, _ = self._sock.accept()
+                threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with conn, suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(self.HEAD)
+            while not self._stop.wait(self.gap_s):
+                conn.sendall(b"\x00")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._sock.close()
+
+
+def drip_record(video_id: str, uri: str) -> KafkaRecord:
+    """The upload event of a video whose source drips."""
+    value = json.dumps({"video_id": video_id, "uri": uri}).encode()
+    return KafkaRecord(video_id.encode(), value)
+
+
+def poison_record(video_id: str, path: Path) -> KafkaRecord:
+    """``video_id``'s upload event again, with one field the schema does not know."""
+    good = upload_record(video_id, path)
+    event = json.loads(good.value or b"{}")
+    event["unexpected"] = True
+    return KafkaRecord(good.key, json.dumps(event).encode())
+
+
+async def pause(pid: int, seconds: float) -> None:
+    """SIGSTOP ``pid`` for ``seconds``, then SIGCONT (also when this is cancelled)."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+async def check_hostile(
+    *,
+    bootstrap: str,
+    dead_letter_topic: str,
+    store: CheckpointStore,
+    hooks: Sequence[ReceivedWebhook],
+    poisoned: Sequence[str],
+    dripped: Sequence[str],
+) -> dict[str, Any]:
+    """Figures and failures for the hostile records: every poison re-send dead-lettered
+    with its reason while its video stays done, every dripping source failed with
+    ``fetch_timeout`` and announced."""
+    letters = await read_records(bootstrap, dead_letter_topic, len(poisoned), timeout_s=30)
+    reasons = {(r.key or b"").decode(errors="replace"): r.header(REASON_CODE) for r in letters}
+    report: dict[str, Any] = {
+        "poison_resends": len(poisoned),
+        "dead_letters": len(letters),
+        "poison_not_dead_lettered": sorted(v for v in poisoned if v not in reasons),
+        "poison_reasons": sorted({reasons[v] for v in poisoned if v in reasons}),
+    }
+    undone = []
+    for video_id in poisoned:
+        status = await store.get(video_id)
+        if status is None or status.status is not VideoState.DONE:
+            undone.append(video_id)
+    report["poisoned_videos_not_done"] = undone
+    announced = {h.video_id for h in hooks if h.type == FAILED_EVENT}
+    drips: dict[str, str] = {}
+    for video_id in dripped:
+        status = await store.get(video_id)
+        drips[video_id] = "missing" if status is None else f"{status.status}:{status.error_code}"
+    report["drip_outcomes"] = drips
+    report["drips_not_announced"] = sorted(set(dripped) - announced)
+    failures = []
+    if report["poison_not_dead_lettered"]:
+        failures.append("a poison re-send was not dead-lettered")
+    if undone:
+        failures.append("a poison re-send changed the record of a done video")
+    if any(outcome != "failed:fetch_timeout" for outcome in drips.values()):
+        failures.append("a dripping source did not fail with fetch_timeout")
+    if report["drips_not_announced"]:
+        failures.append("a dripping source's failure was not announced")
+    report["failures"] = failures
+    return report
+
+
+def object_storage(port: int, bucket: str = "objects") -> dict[str, object]:
+    """The storage settings that put the service's chunks and documents in ``bucket`` on
+    the S3 endpoint at 127.0.0.1:``port`` (the bucket made here)."""
+    import boto3
+
+    endpoint = f"http://127.0.0.1:{port}"
+    keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys).create_bucket(
+        Bucket=bucket
+    )
+    return {
+        "object_store_uri": f"s3://{bucket}/",
+        "s3_endpoint_url": endpoint,
+        "s3_access_key_id": keys["aws_access_key_id"],
+        "s3_secret_access_key": keys["aws_secret_access_key"],
+    }

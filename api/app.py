@@ -1,9 +1,9 @@
 """The progress API: per-video status, lists, live progress streams, search and health.
 
 ``create_app`` assembles a FastAPI app from the route modules (``routes_*``) over any
-``CheckpointStore``; the search function and the dead-letter source are passed in, so the API
-depends on no concrete store, index or model. The same app runs under uvicorn (``api_server``)
-or as a Ray Serve ingress (``api_deployment``).
+``CheckpointStore``; the search function, the dead-letter source and the object store of the
+result documents are passed in, so the API depends on no concrete store, index or model. The
+same app runs under uvicorn (``api_server``) or as a Ray Serve ingress (``api_deployment``).
 """
 
 import contextlib
@@ -28,6 +28,7 @@ from api.routes_operations import operation_routes
 from api.routes_search import search_routes
 from api.routes_videos import video_routes
 from checkpoint.base import CheckpointStore
+from storage.base import ObjectStore
 
 if TYPE_CHECKING:
     from ray.serve import Deployment
@@ -40,6 +41,7 @@ def create_app(
     tokens: Mapping[str, str],
     dead_letters: DeadLetterFn | None = None,
     replay: ReplayFn | None = None,
+    results: ObjectStore | None = None,
     on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     heartbeat_s: float = 15.0,
     health_timeout_s: float = 2.0,
@@ -55,9 +57,10 @@ def create_app(
     and every tenant is visible. With tokens, each caller sees only its own tenant's videos,
     events and search hits. Event streams share one progress subscription, at most
     ``max_streams`` of them at once (``max_streams_per_tenant`` of one tenant); a tenant
-    replays at most ``replays_per_minute`` dead letters a minute.
-    ``owns_store`` closes the store when the app shuts down, and ``on_close`` runs there too
-    (the dead-letter source's connections, say).
+    replays at most ``replays_per_minute`` dead letters a minute. ``results`` is the object
+    store the pipeline writes result documents to (``/v1/videos/{id}/result`` reads them).
+    ``owns_store`` closes the store and ``results`` when the app shuts down, and ``on_close``
+    runs there too (the dead-letter source's connections, say).
     """
 
     @contextlib.asynccontextmanager
@@ -67,6 +70,8 @@ def create_app(
             await close()
         if owns_store:
             await store.close()
+            if results is not None:
+                results.close()
 
     app = FastAPI(
         title="reelsense progress API",
@@ -84,6 +89,7 @@ def create_app(
         search=search,
         dead_letters=dead_letters,
         replay=replay,
+        results=results,
         heartbeat_s=heartbeat_s,
         health_timeout_s=health_timeout_s,
     ).install(app)

@@ -19,6 +19,7 @@ from api.errors import ApiError
 from api.limits import RateLimit
 from api.progress_hub import ProgressHub
 from checkpoint.base import CheckpointStore, VideoStatus
+from storage.base import ObjectStore
 
 _BEARER = HTTPBearer(auto_error=False, description="A tenant's API token.")
 
@@ -31,7 +32,9 @@ def token_digest(token: str) -> bytes:
 @dataclass(frozen=True)
 class ApiContext:
     """The store and sources one app answers from, its one progress subscription, and the
-    tenant of each token digest (empty: no authentication, every tenant visible)."""
+    tenant of each token digest (empty: no authentication, every tenant visible).
+    ``results`` is the object store holding the result documents (None: results unavailable).
+    """
 
     store: CheckpointStore
     tenants_by_digest: Mapping[bytes, str]
@@ -40,6 +43,7 @@ class ApiContext:
     search: SearchFn | None = None
     dead_letters: DeadLetterFn | None = None
     replay: ReplayFn | None = None
+    results: ObjectStore | None = None
     heartbeat_s: float = 15.0
     health_timeout_s: float = 2.0
 

@@ -107,6 +107,73 @@ class ReplayResult(BaseModel):
     detail: str = ""
 
 
+class ResultVideo(BaseModel):
+    video_id: str
+    tenant: str
+    uri: str = Field(description="The source URI, its userinfo and query hidden (`***`).")
+
+
+class ProbeFacts(BaseModel):
+    """What the container says about the video."""
+
+    duration_s: float
+    width: int
+    height: int
+    fps: float
+
+
+class ScreenText(BaseModel):
+    """One text on screen over consecutive samples: the OCR lines of those samples merged,
+    misreadings and flicker forgiven (see README, "What a video shows, and when")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(description="The most frequent reading.")
+    box: list[tuple[float, float]] = Field(
+        description="Corners in pixels (top-left, top-right, bottom-right, bottom-left): the "
+        "median bounds of the readings."
+    )
+    start_s: float = Field(description="The first sample it was read in.")
+    end_s: float = Field(
+        description="The sample after the last one it was read in (or one sample interval "
+        "after the video's last sample)."
+    )
+    score: float = Field(description="The mean OCR score of its readings.")
+    frames: int = Field(description="How many samples it was read in.")
+
+
+class TextLine(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    score: float
+    box: list[tuple[float, float]] = Field(description="Polygon corners in pixels.")
+
+
+class FrameText(BaseModel):
+    """One sampled frame and the OCR lines read in it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int = Field(description="Position among the video's samples, 0-based.")
+    timestamp_s: float
+    ocr_lines: list[TextLine]
+
+
+class VideoResultDocument(BaseModel):
+    """What the pipeline found in one done video."""
+
+    video: ResultVideo
+    pipeline_version: str
+    stage_versions: dict[str, str]
+    completed_at: datetime
+    probe: ProbeFacts
+    text_spans: list[ScreenText]
+    frames: list[FrameText] | None = Field(
+        default=None, description="Each sample's OCR lines; only with `?frames=true`."
+    )
+
+
 # -- OpenAPI fragments ----------------------------------------------------------------------
 
 _SCHEMAS = "#/components/schemas/"

@@ -16,6 +16,7 @@ from api.dead_letters import DeadLetterSource
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import SearchHit
+from storage.uri import object_store_from_uri
 
 API_APP = "reelsense-api"
 
@@ -62,6 +63,7 @@ def build_api(config_json: str) -> FastAPI:
         tokens=config.api.bearer_tokens(),
         dead_letters=dead_letters.newest,
         replay=dead_letters.replay,
+        results=object_store_from_uri(config.storage.object_store_uri, config.storage),
         on_close=[dead_letters.close],
         heartbeat_s=config.api.heartbeat_s,
         health_timeout_s=config.api.health_timeout_s,

@@ -8,11 +8,14 @@ import json
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import httpx
 from aiokafka import AIOKafkaProducer
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 
 from checkpoint.base import VideoStatus
 from consumers.events import VideoUploaded
@@ -127,6 +130,70 @@ def show_search(args: argparse.Namespace) -> int:
     for hit in response.json()["hits"]:
         print(json.dumps(hit, ensure_ascii=False))
     return 0
+
+
+def show_result(args: argparse.Namespace) -> int:
+    """A done video's on-screen text as spans over time (``--frames``: and each sample's lines;
+    ``--json``: the API's answer as it is). Exit 1 when there is no result to show."""
+    try:
+        response = httpx.get(
+            f"{_endpoint(args, 'api')}/v1/videos/{quote(args.video_id, safe='')}/result",
+            params={"frames": "true"} if args.frames else None,
+            headers=_headers(args),
+            timeout=60,
+        )
+    except httpx.TransportError as exc:
+        console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
+        return 2
+    if response.status_code != 200:
+        print(f"{response.status_code}: {_error_text(response)}", file=sys.stderr)
+        return 1
+    body = response.json()
+    if args.json:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0
+    console.print(result_table(body))
+    if body.get("frames") is not None:
+        console.print(frames_table(body["frames"]))
+    return 0
+
+
+def result_table(body: dict[str, Any]) -> Table:
+    """The spans of a ``/v1/videos/{id}/result`` answer: when, what, how sure."""
+    video = body["video"]
+    table = Table(title=f"{video['video_id']} ({video['tenant']}): text on screen")
+    table.add_column("when", no_wrap=True)
+    table.add_column("text")
+    table.add_column("score", justify="right")
+    for span in body["text_spans"]:
+        when = f"{clock(span['start_s'])}–{clock(span['end_s'])}"
+        table.add_row(when, span["text"], f"{span['score']:.2f}")
+    return table
+
+
+def frames_table(frames: list[dict[str, Any]]) -> Table:
+    table = Table(title="OCR lines per sample")
+    table.add_column("at", no_wrap=True)
+    table.add_column("lines")
+    for frame in frames:
+        table.add_row(
+            clock(frame["timestamp_s"]), " | ".join(x["text"] for x in frame["ocr_lines"])
+        )
+    return table
+
+
+def clock(seconds: float) -> str:
+    """``m:ss.s``: 65.3 -> ``1:05.3``."""
+    minutes, tenths = divmod(round(seconds * 10), 600)
+    return f"{minutes}:{tenths / 10:04.1f}"
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        error = response.json()["error"]
+        return f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        return response.text
 
 
 def show_dead_letters(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ reelsense dev                  the same stack in the foreground until Ctrl-C
 reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
 reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
 reelsense status ID            one video's progress (--json for machines)
+reelsense result ID            a done video's on-screen text over time (--frames, --json)
 reelsense search "text"        nearest frames by meaning
 reelsense dead-letters         failed events and webhooks (--replay ID: send one again)
 """
@@ -81,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("video_id")
     status.add_argument("--json", action="store_true")
     _endpoint_options(status)
+
+    result = sub.add_parser("result", help="show a done video's on-screen text over time")
+    result.add_argument("video_id")
+    result.add_argument("--frames", action="store_true", help="also each sample's OCR lines")
+    result.add_argument("--json", action="store_true", help="the API's answer as it is")
+    _endpoint_options(result)
 
     search = sub.add_parser("search", help="find frames by meaning")
     search.add_argument("query")
@@ -191,6 +198,12 @@ def _status(args: argparse.Namespace) -> int:
     return show_status(args)
 
 
+def _result(args: argparse.Namespace) -> int:
+    from cli.client import show_result
+
+    return show_result(args)
+
+
 def _search(args: argparse.Namespace) -> int:
     from cli.client import show_search
 
@@ -209,6 +222,7 @@ _COMMANDS = {
     "serve": _serve,
     "submit": _submit,
     "status": _status,
+    "result": _result,
     "search": _search,
     "dead-letters": _dead_letters,
 }

@@ -15,6 +15,7 @@ from urllib.parse import quote, unquote
 
 from core.config import StorageSettings
 from core.records import EarlierResult, Frame, ProbeInfo, VideoResult
+from core.spans import text_spans
 from sinks.base import Sink
 from storage.base import ObjectStore
 from storage.uri import object_store_from_uri
@@ -30,7 +31,8 @@ def document_key(tenant: str, video_id: str, pipeline_version: str) -> str:
 
 
 def result_document(result: VideoResult) -> dict[str, Any]:
-    """The JSON-ready document of one result: everything but pixels and embeddings."""
+    """The JSON-ready document of one result: everything but pixels and embeddings, and the
+    on-screen text merged into spans over time (``core.spans``)."""
     ref = result.ref
     return {
         "schema": DOCUMENT_SCHEMA,
@@ -53,6 +55,7 @@ def result_document(result: VideoResult) -> dict[str, Any]:
             for frame in sorted(result.frames, key=lambda f: (f.timestamp_s, f.index))
         ],
         "text": result.text.split("\n") if result.text else [],
+        "text_spans": [span.to_json() for span in text_spans(result.frames)],
         "timings": {stage: float(seconds) for stage, seconds in result.timings.items()},
     }
 

@@ -1,11 +1,12 @@
 """The progress API against its own OpenAPI schema, with schemathesis, over HTTP.
 
 uvicorn serves the API on 127.0.0.1 from a thread (its own event loop) over a real Redis
-store holding a few videos, with the real dead-letter source (Kafka and the Redis delivery
-log) behind the dead-letter routes. Every operation gets generated valid and invalid inputs;
-each answer must be no server error and match the documented status codes, content types
-and bodies. The event streams never end by themselves and are left out here (their tests
-are in tests/api/test_api.py).
+store holding a few videos (one done, its result document in a folder object store), with
+the real dead-letter source (Kafka and the Redis delivery log) behind the dead-letter
+routes. Every operation gets generated valid and invalid inputs; each answer must be no
+server error and match the documented status codes, content types and bodies. The event
+streams never end by themselves and are left out here (their tests are in
+tests/api/test_api.py).
 
 Bounded: a few dozen examples per operation, so the run takes well under a minute.
 """
@@ -34,6 +35,10 @@ from core.config import KafkaSettings
 from core.records import SearchHit, VideoRef
 from devkit.services import free_port
 from notify.delivery_log import RedisDeliveryLog
+from sinks.object_store import ResultDocumentSink
+from storage.base import ObjectStore
+from storage.local import LocalObjectStore
+from tests.sinks import make_result
 
 TOKEN = "schema-token"
 PIPELINE = "pv-schema"
@@ -70,7 +75,9 @@ async def _records(store: RedisCheckpointStore) -> None:
             await store.mark_done(ref.video_id, claim.epoch, frames=2, timings={}, outbox=event)
 
 
-def _serve(redis_url: str, prefix: str, kafka: KafkaSettings, port: int) -> Iterator[None]:
+def _serve(
+    redis_url: str, prefix: str, kafka: KafkaSettings, port: int, results: ObjectStore
+) -> Iterator[None]:
     """Runs the API in a thread with its own loop; yields once it listens."""
     ready = threading.Event()
     holder: dict[str, object] = {}
@@ -79,6 +86,9 @@ def _serve(redis_url: str, prefix: str, kafka: KafkaSettings, port: int) -> Iter
         async def main() -> None:
             store = RedisCheckpointStore.from_url(redis_url, key_prefix=prefix)
             await _records(store)
+            ResultDocumentSink(results).write(
+                [make_result("clip-0", frames=3, tenant="acme", version=PIPELINE, embed=False)]
+            )
             delivery_log = RedisDeliveryLog(
                 aioredis.Redis.from_url(redis_url), key_prefix=prefix, owns_client=True
             )
@@ -89,6 +99,7 @@ def _serve(redis_url: str, prefix: str, kafka: KafkaSettings, port: int) -> Iter
                 search=_search,
                 dead_letters=source.newest,
                 replay=source.replay,
+                results=results,
                 on_close=[source.close],
                 owns_store=True,
                 heartbeat_s=1.0,
@@ -116,7 +127,9 @@ def _serve(redis_url: str, prefix: str, kafka: KafkaSettings, port: int) -> Iter
 
 
 @pytest.fixture(scope="module")
-def served(kafka_bootstrap: str, redis_url: str) -> Iterator[Served]:
+def served(
+    kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     suffix = datetime.now(UTC).strftime("%H%M%S%f")
     kafka = KafkaSettings(
         bootstrap=kafka_bootstrap,
@@ -125,7 +138,8 @@ def served(kafka_bootstrap: str, redis_url: str) -> Iterator[Served]:
     )
     asyncio.run(ensure_topics(kafka_bootstrap, {kafka.topic: 1, kafka.dead_letter_topic: 1}))
     port = free_port()
-    for _ in _serve(redis_url, f"schema-{suffix}", kafka, port):
+    results = LocalObjectStore(tmp_path_factory.mktemp("results"))
+    for _ in _serve(redis_url, f"schema-{suffix}", kafka, port, results):
         yield Served(f"http://127.0.0.1:{port}")
 
 
@@ -151,6 +165,7 @@ def test_api_matches_its_schema(
     assert {op.path for op in operations} >= {
         "/v1/videos",
         "/v1/videos/{video_id}",
+        "/v1/videos/{video_id}/result",
         "/v1/search",
         "/v1/dead-letters",
         "/v1/dead-letters/{letter_id}/replay",
@@ -161,6 +176,26 @@ def test_api_matches_its_schema(
         if mode is schemathesis.GenerationMode.NEGATIVE and not raw.get("parameters"):
             continue  # nothing to get wrong (healthz, metrics)
         _fuzz(operation, mode, served.base)
+
+
+def test_a_done_videos_result_matches_its_schema(
+    api_schema: schemathesis.BaseSchema, served: Served
+) -> None:
+    """Generated ids do not find the one done video; its answers are checked here."""
+    operation = api_schema["/v1/videos/{video_id}/result"]["GET"]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for query in ({}, {"frames": "true"}):
+        case = operation.Case(path_parameters={"video_id": "clip-0"}, query=query, headers=auth)
+        response = case.call_and_validate(base_url=served.base, timeout=30)
+        assert response.status_code == 200
+        assert response.json()["text_spans"]
+        [tag] = response.headers["etag"]  # schemathesis lists each header's values
+        again = operation.Case(
+            path_parameters={"video_id": "clip-0"},
+            query=query,
+            headers={**auth, "If-None-Match": tag},
+        )
+        assert again.call_and_validate(base_url=served.base, timeout=30).status_code == 304
 
 
 def _fuzz(

@@ -1,0 +1,292 @@
+"""``GET /v1/videos/{id}/result`` over a real Redis store and result documents written by the
+real sink into a folder object store; ``reelsense result`` against the app served by uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from api.app import api_server, create_app
+from checkpoint.base import OutboxEvent
+from checkpoint.redis_store import RedisCheckpointStore
+from cli.main import main as cli_main
+from core.records import VideoRef, VideoResult
+from core.spans import text_spans
+from devkit.services import free_port
+from sinks.object_store import ResultDocumentSink, document_key, encode_document, result_document
+from storage.local import LocalObjectStore
+from tests.sinks import make_result
+
+PIPELINE = "pv-results"
+TOKENS = {"token-a": "acme", "token-b": "globex"}
+A = {"authorization": "Bearer token-a"}
+B = {"authorization": "Bearer token-b"}
+# Half-second samples: a room sign read three times (once misread), gone for one sample
+# (flicker), read twice more, then a different text in its place.
+TEXTS = [
+    "SERVER ROOM B7",
+    "SERVER R0OM B7",
+    "SERVER ROOM B7",
+    "",
+    "SERVER ROOM B7",
+    "SERVER ROOM B7",
+    "EXIT ONLY",
+    "EXIT ONLY",
+]
+
+
+@pytest.fixture
+async def store(redis_url: str, unique: str) -> AsyncIterator[RedisCheckpointStore]:
+    opened = RedisCheckpointStore.from_url(redis_url, key_prefix=f"results-{unique}")
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def objects(tmp_path: Path) -> LocalObjectStore:
+    return LocalObjectStore(tmp_path / "objects")
+
+
+def client_for(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://api")
+
+
+def sign_video(video_id: str, tenant: str = "acme") -> VideoResult:
+    result = make_result(
+        video_id, frames=len(TEXTS), texts=TEXTS, tenant=tenant, version=PIPELINE, embed=False
+    )
+    # A presigned source URL: its signature must not come back out of the API.
+    uri = f"https://user:secret@cdn.example/{video_id}.mp4?X-Amz-Signature=abc"
+    return dataclasses.replace(
+        result,
+        ref=dataclasses.replace(result.ref, uri=uri),
+        stage_versions={"decode": "d1", "ocr": "o1"},
+    )
+
+
+async def mark_done(store: RedisCheckpointStore, result: VideoResult) -> None:
+    """The checkpoint side of a finished video, as the runtime records it after the sinks."""
+    ref = result.ref
+    claim = await store.claim(ref, result.pipeline_version)
+    await store.advance(ref.video_id, claim.epoch, "ocr", 1, 1)
+    outbox = OutboxEvent(
+        type="video.done",
+        video_id=ref.video_id,
+        tenant=ref.tenant,
+        pipeline_version=result.pipeline_version,
+        timestamp=datetime.now(UTC),
+    )
+    await store.mark_done(
+        ref.video_id, claim.epoch, frames=len(result.frames), timings={}, outbox=outbox
+    )
+
+
+async def done_video(
+    store: RedisCheckpointStore, objects: LocalObjectStore, video_id: str, tenant: str = "acme"
+) -> VideoResult:
+    """A result written through the real document sink, then marked done."""
+    result = sign_video(video_id, tenant)
+    ResultDocumentSink(objects).write([result])
+    await mark_done(store, result)
+    return result
+
+
+async def test_a_done_videos_result_has_its_text_spans(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "sign-1")
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        response = await client.get("/v1/videos/sign-1/result")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["video"] == {
+        "video_id": "sign-1",
+        "tenant": "acme",
+        "uri": "https://***@cdn.example/sign-1.mp4?***",
+    }
+    assert body["pipeline_version"] == PIPELINE
+    assert body["stage_versions"] == {"decode": "d1", "ocr": "o1"}
+    assert body["completed_at"].startswith("2025-01-02T03:04:05")
+    assert body["probe"] == {"duration_s": 4.0, "width": 1280, "height": 720, "fps": 25.0}
+    spans = [(s["text"], s["start_s"], s["end_s"], s["frames"]) for s in body["text_spans"]]
+    assert spans == [("SERVER ROOM B7", 0.0, 3.0, 5), ("EXIT ONLY", 3.0, 4.0, 2)]
+    assert body["text_spans"][0]["box"] == [[0, 0], [10, 0], [10, 5], [0, 5]]
+    assert body["frames"] is None  # only when asked for
+
+
+async def test_frames_come_with_frames_true(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "sign-2")
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        response = await client.get("/v1/videos/sign-2/result", params={"frames": "true"})
+    frames = response.json()["frames"]
+    assert [f["timestamp_s"] for f in frames] == [i * 0.5 for i in range(len(TEXTS))]
+    assert [[line["text"] for line in f["ocr_lines"]] for f in frames] == [
+        [text] if text else [] for text in TEXTS
+    ]
+    assert response.json()["text_spans"][0]["text"] == "SERVER ROOM B7"
+
+
+async def test_etag_and_if_none_match(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "sign-3")
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        first = await client.get("/v1/videos/sign-3/result")
+        tag = first.headers["etag"]
+        again = await client.get("/v1/videos/sign-3/result")
+        unchanged = await client.get("/v1/videos/sign-3/result", headers={"if-none-match": tag})
+        listed = await client.get(
+            "/v1/videos/sign-3/result", headers={"if-none-match": f'"stale", W/{tag}'}
+        )
+        anything = await client.get("/v1/videos/sign-3/result", headers={"if-none-match": "*"})
+        stale = await client.get("/v1/videos/sign-3/result", headers={"if-none-match": '"x"'})
+        with_frames = await client.get("/v1/videos/sign-3/result", params={"frames": "true"})
+        # The stored document changes (a rerun under the same version): so does the tag.
+        rewritten = dataclasses.replace(sign_video("sign-3"), timings={"ocr": 9.0})
+        ResultDocumentSink(objects).write([rewritten])
+        after = await client.get("/v1/videos/sign-3/result", headers={"if-none-match": tag})
+    assert re.fullmatch(r'"[0-9a-f]{32}"', tag)  # strong: no W/ prefix
+    assert again.headers["etag"] == tag
+    for not_modified in (unchanged, listed, anything):
+        assert not_modified.status_code == 304
+        assert not_modified.content == b""
+        assert not_modified.headers["etag"] == tag
+    assert stale.status_code == 200
+    assert stale.json() == first.json()
+    assert with_frames.headers["etag"] != tag  # another query, another representation
+    assert after.status_code == 200
+    assert after.headers["etag"] != tag
+
+
+async def test_a_video_not_done_is_a_409(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    queued = VideoRef("waiting", "file:///v/waiting.mp4", "acme")
+    await store.mark_queued(queued, PIPELINE)
+    running = VideoRef("busy", "file:///v/busy.mp4", "acme")
+    claim = await store.claim(running, PIPELINE)
+    await store.advance("busy", claim.epoch, "ocr", 1, 4)
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        busy = await client.get("/v1/videos/busy/result")
+        waiting = await client.get("/v1/videos/waiting/result")
+    assert busy.status_code == 409
+    assert busy.json()["error"]["code"] == "result_not_ready"
+    assert "running" in busy.json()["error"]["message"]
+    assert waiting.status_code == 409
+    assert "queued" in waiting.json()["error"]["message"]
+
+
+async def test_another_tenants_video_is_a_404_like_a_missing_one(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "sign-4", tenant="acme")
+    app = create_app(store, tokens=TOKENS, results=objects)
+    async with client_for(app) as client:
+        own = await client.get("/v1/videos/sign-4/result", headers=A)
+        other = await client.get("/v1/videos/sign-4/result", headers=B)
+        missing = await client.get("/v1/videos/no-such-video/result", headers=B)
+        anonymous = await client.get("/v1/videos/sign-4/result")
+    assert own.status_code == 200
+    assert own.json()["video"]["tenant"] == "acme"
+    assert other.status_code == missing.status_code == 404
+    assert other.json()["error"]["code"] == missing.json()["error"]["code"] == "not_found"
+    assert "etag" not in other.headers
+    assert anonymous.status_code == 401
+
+
+async def test_a_done_video_without_its_document_is_result_missing(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await mark_done(store, sign_video("lost"))  # done, but nothing in the object store
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        response = await client.get("/v1/videos/lost/result")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "result_missing"
+
+
+async def test_a_document_written_before_spans_gets_them_on_reading(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    result = sign_video("older")
+    document = result_document(result)
+    del document["text_spans"]
+    key = document_key("acme", "older", PIPELINE)
+    objects.put_bytes(key, encode_document(document))
+    await mark_done(store, result)
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        response = await client.get("/v1/videos/older/result")
+    assert response.status_code == 200
+    expected = [span.to_json() for span in text_spans(result.frames)]
+    assert response.json()["text_spans"] == expected
+
+
+async def test_without_a_result_store_results_are_unavailable(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "sign-5")
+    async with client_for(create_app(store, tokens={})) as client:
+        response = await client.get("/v1/videos/sign-5/result")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "results_unavailable"
+
+
+async def test_the_app_closes_a_result_store_it_owns(
+    redis_url: str, unique: str, tmp_path: Path
+) -> None:
+    class Recording(LocalObjectStore):
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    results = Recording(tmp_path / "objects")
+    own_store = RedisCheckpointStore.from_url(redis_url, key_prefix=f"results-{unique}")
+    app = create_app(own_store, tokens={}, results=results, owns_store=True)
+    async with app.router.lifespan_context(app):
+        assert not results.closed
+    assert results.closed
+
+
+async def test_cli_prints_spans_and_json(
+    store: RedisCheckpointStore, objects: LocalObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await done_video(store, objects, "sign-6")
+    await store.mark_queued(VideoRef("later", "file:///v/later.mp4", "acme"), PIPELINE)
+    port = free_port()
+    server = api_server(create_app(store, tokens=TOKENS, results=objects), "127.0.0.1", port)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
+        await asyncio.sleep(0.02)
+    api = ["--api", f"http://127.0.0.1:{port}", "--token", "token-a"]
+    try:
+        assert await asyncio.to_thread(cli_main, ["result", "sign-6", *api]) == 0
+        table = capsys.readouterr().out
+        assert await asyncio.to_thread(cli_main, ["result", "sign-6", "--json", *api]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert await asyncio.to_thread(cli_main, ["result", "sign-6", "--frames", *api]) == 0
+        with_frames = capsys.readouterr().out
+        assert await asyncio.to_thread(cli_main, ["result", "later", *api]) == 1
+        not_ready = capsys.readouterr().err
+    finally:
+        server.should_exit = True
+        await serving
+    assert "SERVER ROOM B7" in table
+    assert "0:00.0–0:03.0" in table
+    assert "0:03.0–0:04.0" in table
+    assert "SERVER R0OM B7" not in table  # the misreading is folded into its span
+    assert [s["text"] for s in printed["text_spans"]] == ["SERVER ROOM B7", "EXIT ONLY"]
+    assert printed["frames"] is None
+    assert "SERVER R0OM B7" in with_frames  # each sample's lines, as read
+    assert "409: result_not_ready" in not_ready

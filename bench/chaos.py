@@ -14,7 +14,8 @@ it started (the next disruption waits until the restarted service answers again)
 one OCR Serve replica, a broker restart, a Redis SIGKILL and restart, and a second service
 process that joins the consumer group and later leaves on SIGTERM. Hostile inputs and
 outages come from ``bench.chaos_faults``: poison re-sends of done videos, slow-drip sources,
-an outage of the object store (its own moto, SIGSTOPped for minutes) and the joined process
+an outage of the object store (its own moto, behind a gate that refuses connections for
+minutes) and the joined process
 frozen past its session and leases while it holds partitions.
 When every video is final, ``bench.chaos_verify`` checks the sinks, the webhooks, the
 checkpoints and the committed offsets. Exit code 1 when an invariant fails. Everything started
@@ -42,6 +43,7 @@ import psutil
 
 from bench.chaos_faults import (
     DripSource,
+    Gate,
     check_hostile,
     drip_record,
     object_storage,
@@ -53,7 +55,7 @@ from bench.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState
 from devkit.service_process import ServiceProcess
 from devkit.service_run import ServiceRun
-from devkit.services import LocalProcess, moto_server
+from devkit.services import moto_server
 from devkit.stack import EmbeddedStack
 from devkit.workload import SAMPLE_FPS, write_random_videos
 
@@ -132,10 +134,17 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
             redis_url=stack.redis_url,
             unique=f"chaos{options.seed}",
         ) as run:
+            gate = None
             if objects is not None:
                 await asyncio.to_thread(objects.start)
-                run.configure(storage=object_storage(objects.port))
-            report = await _Soak(options, stack, run, objects).run()
+                gate = Gate(objects.port)
+                await gate.open()
+                run.configure(storage=object_storage(objects.port, gate))
+            try:
+                report = await _Soak(options, stack, run, gate).run()
+            finally:
+                if gate is not None:
+                    await gate.shut()
     finally:
         if objects is not None:
             await asyncio.to_thread(objects.stop)
@@ -156,12 +165,12 @@ class _Soak:
         options: ChaosOptions,
         stack: EmbeddedStack,
         run: ServiceRun,
-        objects: LocalProcess | None,
+        gate: Gate | None,
     ) -> None:
         self.options = options
         self.stack = stack
         self.service_run = run
-        self.objects = objects
+        self.gate = gate  # in front of the object store, for its outages
         self.poisoned: list[str] = []
         self.videos: dict[str, Path] = {}
         self.rng = random.Random(options.seed)
@@ -291,8 +300,8 @@ class _Soak:
         self.counts["redis_bounces"] += 1
 
     async def _fire_outage(self) -> None:
-        if self.objects is not None and self.objects.pid:
-            await pause(self.objects.pid, self.options.outage_s)
+        if self.gate is not None:
+            await self.gate.outage(self.options.outage_s)
             self.counts["outages"] += 1
 
     async def _fire_join(self) -> None:

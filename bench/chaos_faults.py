@@ -6,8 +6,9 @@
 - A slow-drip source: an HTTP server that sends its headers and then one byte every half
   second for ever. The video must fail with ``fetch_timeout`` (a visible status and a
   ``video.failed`` webhook), holding its slot no longer than the fetch deadline allows.
-- An object-store outage: the S3 endpoint of the service's chunks and result documents stops
-  answering (SIGSTOP, so it keeps its data) for minutes. No video may fail for it.
+- An object-store outage: the S3 endpoint of the service's chunks and result documents is
+  reached through a ``Gate`` that refuses every connection (and resets the open ones) for
+  minutes, while the endpoint behind it keeps its data. No video may fail for it.
 - A frozen consumer: a service process stopped (SIGSTOP) past its group session and its video
   leases while it holds partitions, then let go on. Its videos are taken over by the other
   process; when it wakes, nothing it does may double or lose a video.
@@ -29,6 +30,7 @@ from typing import Any
 from checkpoint.base import CheckpointStore, VideoState
 from consumers.dead_letter import REASON_CODE
 from devkit.receiver import ReceivedWebhook
+from devkit.services import free_port
 from devkit.workload import KafkaRecord, read_records, upload_record
 
 FAILED_EVENT = "video.failed"
@@ -65,6 +67,59 @@ class DripSource:
     def close(self) -> None:
         self._stop.set()
         self._sock.close()
+
+
+class Gate:
+    """A TCP forwarder on 127.0.0.1 to ``target_port`` that an outage shuts: while shut,
+    connections are refused and the open ones are reset, as when the endpoint is down."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+
+    async def shut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._open):
+            writer.transport.abort()
+        self._open.clear()
+
+    async def outage(self, seconds: float) -> None:
+        """Shut for ``seconds``, then open again on the same port."""
+        await self.shut()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            await self.open()
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._open |= {writer, up_writer}
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            for side in (writer, up_writer):
+                self._open.discard(side)
+                side.transport.abort()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with suppress(OSError, asyncio.IncompleteReadError):
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    with suppress(OSError):
+        writer.write_eof()
 
 
 def drip_record(video_id: str, uri: str) -> KafkaRecord:
@@ -137,9 +192,9 @@ async def check_hostile(
     return report
 
 
-def object_storage(port: int, bucket: str = "objects") -> dict[str, object]:
+def object_storage(port: int, gate: Gate, bucket: str = "objects") -> dict[str, object]:
     """The storage settings that put the service's chunks and documents in ``bucket`` on
-    the S3 endpoint at 127.0.0.1:``port`` (the bucket made here)."""
+    the S3 endpoint at 127.0.0.1:``port`` (the bucket made here), reached through ``gate``."""
     import boto3
 
     endpoint = f"http://127.0.0.1:{port}"
@@ -149,7 +204,7 @@ def object_storage(port: int, bucket: str = "objects") -> dict[str, object]:
     )
     return {
         "object_store_uri": f"s3://{bucket}/",
-        "s3_endpoint_url": endpoint,
+        "s3_endpoint_url": f"http://127.0.0.1:{gate.port}",
         "s3_access_key_id": keys["aws_access_key_id"],
         "s3_secret_access_key": keys["aws_secret_access_key"],
     }

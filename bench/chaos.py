@@ -97,9 +97,9 @@ class Action:
 
 def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
     """Disruptions at seeded shares of the work, spread over its first 75%; the second
-    consumer joins after them and stays briefly. (While it starts, and while it works alone
-    during a restart of the first, the work races ahead: earlier, it would leave the planned
-    disruptions nothing to hit.)"""
+    consumer joins after them and stays briefly, or joins halfway when it is to freeze. (While
+    it starts, and while it works alone during a restart of the first, the work races ahead:
+    earlier, it would leave the planned disruptions nothing to hit.)"""
 
     def draw(kind: str, low: float = 0.03, high: float = 0.75) -> Action:
         return Action(kind, rng.uniform(low, high), rng.uniform(0.0, 3.0))
@@ -110,10 +110,14 @@ def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
     actions += [draw("redis") for _ in range(options.redis_bounces)]
     actions += [draw("outage", 0.2, 0.6) for _ in range(options.outages)]
     actions += [draw("poison", 0.3, 0.7) for _ in range(options.poisons)]
-    if options.rebalance:
+    if options.rebalance and options.freezes:
+        # Earlier, so that b still holds videos in flight when it freezes, and after.
+        join = draw("join", 0.45, 0.55)
+        actions += [join, draw("leave", join.at + 0.15, join.at + 0.2)]
+        actions += [draw("freeze", join.at, join.at + 0.02) for _ in range(options.freezes)]
+    elif options.rebalance:
         join = draw("join", 0.72, 0.8)
         actions += [join, draw("leave", join.at + 0.03, join.at + 0.1)]
-        actions += [draw("freeze", join.at, join.at + 0.02) for _ in range(options.freezes)]
     return sorted(actions, key=lambda a: a.at)
 
 

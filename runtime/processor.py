@@ -116,7 +116,7 @@ class VideoProcessor:
                 # fails them, the record fails as a whole and the consumer retries it.
                 claim = await self._claim(ref, lost)
                 if claim.skip:
-                    return self._skipped(ref, claim)
+                    return await self._skipped(ref, claim)
                 refused: PermanentError | None = None
                 with attempt:
                     try:
@@ -142,7 +142,7 @@ class VideoProcessor:
             return "done"
         claim = await self._claim(ref, lost)
         if claim.skip:
-            return self._skipped(ref, claim)
+            return await self._skipped(ref, claim)
         await self._fail(ref, claim.epoch, error, stage=None)
         return "failed"
 
@@ -152,7 +152,10 @@ class VideoProcessor:
             self._store, ref, self._version, owner=self._owner, lease_s=lease_s, lost=lost
         )
 
-    def _skipped(self, ref: VideoRef, claim: Claim) -> str:
+    async def _skipped(self, ref: VideoRef, claim: Claim) -> str:
+        # The attempt that settled the video may have died while it removed the persisted
+        # chunks (they go after the final transition): the event comes back, and they go now.
+        await self._drop_chunks(ref.video_id)
         if claim.status.status is VideoState.DONE:
             log.info("video %s already done for %s, skipping", ref.video_id, self._version)
             return "skipped"

@@ -192,6 +192,27 @@ async def test_a_failed_video_leaves_no_persisted_chunks(
     assert chunks.indexes("gone", version) == set()
 
 
+async def test_a_replay_of_a_done_video_removes_chunks_a_crash_left_behind(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    """The process died while it removed a done video's persisted chunks (after the done
+    transition, before the offset commit): the redelivered event is skipped and removes them."""
+    path = write_video(root / "tidy.mp4", [Scene(("TIDY",), 1.5)], fps=10, size=(320, 240))
+    ref = VideoRef("tidy", path.as_uri())
+    await processor(config, executor, store).process(ref)
+    chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
+    version = Pipeline.from_config(config).version
+    chunks.put(version, Chunk("tidy", 1, [], last=True))  # what the crash left
+    assert chunks.indexes("tidy", version) == {1}
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get("tidy")
+    assert status is not None
+    assert (status.status, status.attempts) == (VideoState.DONE, 1)  # skipped, not redone
+    assert chunks.indexes("tidy", version) == set()
+
+
 async def test_results_of_a_stale_attempt_are_refused(
     root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
 ) -> None:

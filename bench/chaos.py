@@ -53,6 +53,7 @@ from bench.chaos_faults import (
 from bench.chaos_progress import Progress
 from bench.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState
+from devkit.run_config import with_sections
 from devkit.service_process import ServiceProcess
 from devkit.service_run import ServiceRun
 from devkit.services import moto_server
@@ -111,10 +112,11 @@ def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
     actions += [draw("outage", 0.2, 0.6) for _ in range(options.outages)]
     actions += [draw("poison", 0.3, 0.7) for _ in range(options.poisons)]
     if options.rebalance and options.freezes:
-        # Earlier, so that b still holds videos in flight when it freezes, and after.
-        join = draw("join", 0.45, 0.55)
-        actions += [join, draw("leave", join.at + 0.15, join.at + 0.2)]
-        actions += [draw("freeze", join.at, join.at + 0.02) for _ in range(options.freezes)]
+        # Earlier, and the freeze right after the join whatever the work did meanwhile (the
+        # join's start takes a minute): b still holds videos in flight when it freezes.
+        join = draw("join", 0.3, 0.4)
+        actions += [join, draw("leave", join.at + 0.2, join.at + 0.25)]
+        actions += [Action("freeze", join.at, 0.0) for _ in range(options.freezes)]
     elif options.rebalance:
         join = draw("join", 0.72, 0.8)
         actions += [join, draw("leave", join.at + 0.03, join.at + 0.1)]
@@ -235,6 +237,9 @@ class _Soak:
         # receiver in this loop still answers deliveries made while the services drain.
         await asyncio.to_thread(run.stop_processes, timeout_s=120)
         hooks = run.receiver.requests
+        if self.gate is not None:  # read the objects straight, not through this loop's gate
+            endpoint = f"http://127.0.0.1:{self.gate.target_port}"
+            config = with_sections(config, storage={"s3_endpoint_url": endpoint})
         report = await verify(
             config=config,
             expected=expected,

@@ -86,7 +86,7 @@ class ChaosOptions:
         return self.timeout_s or 300 + 90 * (self.kills + 2) + 15 * self.videos
 
 
-_KINDS = ("kill", "replica", "broker", "redis", "outage", "poison", "join", "freeze", "leave")
+_KINDS = ("kill", "replica", "broker", "redis", "outage", "poison", "join", "leave")
 
 
 @dataclass(frozen=True)
@@ -112,11 +112,10 @@ def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
     actions += [draw("outage", 0.2, 0.6) for _ in range(options.outages)]
     actions += [draw("poison", 0.3, 0.7) for _ in range(options.poisons)]
     if options.rebalance and options.freezes:
-        # Earlier, and the freeze right after the join whatever the work did meanwhile (the
-        # join's start takes a minute): b still holds videos in flight when it freezes.
+        # Earlier, so that b still holds videos in flight when it freezes (the join freezes
+        # it, beside the disruptions that follow).
         join = draw("join", 0.3, 0.4)
-        actions += [join, draw("leave", join.at + 0.2, join.at + 0.25)]
-        actions += [Action("freeze", join.at, 0.0) for _ in range(options.freezes)]
+        actions += [join, draw("leave", join.at + 0.25, join.at + 0.3)]
     elif options.rebalance:
         join = draw("join", 0.72, 0.8)
         actions += [join, draw("leave", join.at + 0.03, join.at + 0.1)]
@@ -186,6 +185,7 @@ class _Soak:
         self.leave_exit_codes: list[int | None] = []
         self.unexpected_exits: list[str] = []
         self.joined_at = 0.0
+        self.side: asyncio.Task[None] | None = None  # b's join and freezes, when planned
         self.start_s: list[float] = []  # from start to a healthy API, per (re)start
         # Production retry pacing: a lost replica or a Redis restart must not exhaust the
         # attempts of a video before the part is back.
@@ -228,6 +228,9 @@ class _Soak:
             log.info("%s at %.0f%% of the work", action.kind, 100 * tracker.share())
             await self._fire(action)
         settled = await tracker.settled(deadline)
+        if self.side is not None:  # a freeze still under way ends now (SIGCONT)
+            self.side.cancel()
+            await asyncio.gather(self.side, return_exceptions=True)
         if dripped:
             with contextlib.suppress(AssertionError):
                 await run.wait_final(dripped, timeout_s=max(5.0, deadline - time.monotonic()))
@@ -314,21 +317,33 @@ class _Soak:
             self.counts["outages"] += 1
 
     async def _fire_join(self) -> None:
+        """Start b; with freezes planned, b starts and freezes beside the other disruptions
+        (a start takes a minute, and the work must not race ahead of the freeze meanwhile)."""
+        if self.options.freezes:
+            self.side = asyncio.create_task(self._join_and_freeze())
+        else:
+            await self._join()
+
+    async def _join(self) -> None:
         self.service_run.start_process("b")
         await self._healthy("b")  # then its consumer joins the group
         self.joined_at = time.monotonic()
         self.counts["rebalances"] += 1
 
+    async def _join_and_freeze(self) -> None:
+        await self._join()
+        for _ in range(self.options.freezes):
+            b = await self._joined()
+            if b is not None and b.process is not None:  # past its session and its leases
+                await pause(b.process.pid, self.session_s + self.config.runtime.lease_s + 5)
+                self.counts["freezes"] += 1
+
     async def _fire_leave(self) -> None:
+        if self.side is not None:
+            await self.side
         if b := await self._joined():
             self.leave_exit_codes.append(await asyncio.to_thread(b.stop))
             self.counts["rebalances"] += 1
-
-    async def _fire_freeze(self) -> None:
-        b = await self._joined()
-        if b is not None and b.process is not None:  # past its session and its leases
-            await pause(b.process.pid, self.session_s + self.config.runtime.lease_s + 5)
-            self.counts["freezes"] += 1
 
     async def _joined(self) -> ServiceProcess | None:
         """Process b once the rebalance of its join is over (it holds partitions); None

@@ -86,7 +86,7 @@ class ChaosOptions:
         return self.timeout_s or 300 + 90 * (self.kills + 2) + 15 * self.videos
 
 
-_KINDS = ("kill", "replica", "broker", "redis", "outage", "poison", "join", "leave")
+_KINDS = ("kill", "replica", "broker", "redis", "outage", "join", "leave")
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,6 @@ def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
     actions += [draw("broker") for _ in range(options.broker_bounces)]
     actions += [draw("redis") for _ in range(options.redis_bounces)]
     actions += [draw("outage", 0.2, 0.6) for _ in range(options.outages)]
-    actions += [draw("poison", 0.3, 0.7) for _ in range(options.poisons)]
     if options.rebalance and options.freezes:
         # Earlier, so that b still holds videos in flight when it freezes (the join freezes
         # it, beside the disruptions that follow).
@@ -217,6 +216,7 @@ class _Soak:
         dripped = [f"drip-{i}" for i in range(options.drips)]
         await run.publish(drip_record(v, drip.url(v)) for v in dripped)
         tracker = Progress(run.store, chunks, self._restart_exited)
+        poisoning = asyncio.create_task(self._poison())
         deadline = time.monotonic() + options.deadline_s()
         actions = plan(options, self.rng)
         planned = {kind: sum(1 for a in actions if a.kind == kind) for kind in _KINDS}
@@ -228,6 +228,8 @@ class _Soak:
             log.info("%s at %.0f%% of the work", action.kind, 100 * tracker.share())
             await self._fire(action)
         settled = await tracker.settled(deadline)
+        poisoning.cancel()
+        await asyncio.gather(poisoning, return_exceptions=True)
         if self.side is not None:  # a freeze still under way ends now (SIGCONT)
             self.side.cancel()
             await asyncio.gather(self.side, return_exceptions=True)
@@ -354,17 +356,24 @@ class _Soak:
         await asyncio.sleep(max(0.0, self.joined_at + self.session_s + 2 - time.monotonic()))
         return b
 
-    async def _fire_poison(self) -> None:
-        """Re-send a done video's event with an unknown field (one not poisoned yet)."""
+    async def _poison(self) -> None:
+        """Re-send ``poisons`` done videos' events with an unknown field, each as soon as a
+        video not re-sent yet is done (beside the disruptions, whatever share they are at)."""
         run = self.service_run
-        for video_id in self.videos:
-            status = await run.store.get(video_id)
-            if status and status.status is VideoState.DONE and video_id not in self.poisoned:
-                await run.publish([poison_record(video_id, self.videos[video_id])])
-                self.poisoned.append(video_id)
-                self.counts["poisons"] += 1
-                return
-        log.warning("no done video to re-send yet")
+        while len(self.poisoned) < self.options.poisons:
+            for video_id in self.videos:
+                if video_id in self.poisoned:
+                    continue
+                with contextlib.suppress(Exception):  # Redis may be down for a moment
+                    status = await run.store.get(video_id)
+                    if status and status.status is VideoState.DONE:
+                        await run.publish([poison_record(video_id, self.videos[video_id])])
+                        self.poisoned.append(video_id)
+                        self.counts["poisons"] += 1
+                        await asyncio.sleep(10.0)
+                        break
+            else:
+                await asyncio.sleep(1.0)
 
     async def _healthy(self, name: str) -> None:
         """Waits for a started service's API; records how long the start took."""

@@ -113,16 +113,22 @@ def show_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def show_search(args: argparse.Namespace) -> int:
+def _get(
+    args: argparse.Namespace, path: str, params: dict[str, Any] | None
+) -> httpx.Response | None:
+    """GET ``path`` of the API; None (said on the console) when the API cannot be reached."""
     try:
-        response = httpx.get(
-            f"{_endpoint(args, 'api')}/v1/search",
-            params={"q": args.query, "k": args.k},
-            headers=_headers(args),
-            timeout=60,
+        return httpx.get(
+            f"{_endpoint(args, 'api')}{path}", params=params, headers=_headers(args), timeout=60
         )
     except httpx.TransportError as exc:
         console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
+        return None
+
+
+def show_search(args: argparse.Namespace) -> int:
+    response = _get(args, "/v1/search", {"q": args.query, "k": args.k})
+    if response is None:
         return 2
     if response.status_code != 200:
         console.print(f"[red]{response.status_code}: {response.text}[/]")
@@ -135,15 +141,9 @@ def show_search(args: argparse.Namespace) -> int:
 def show_result(args: argparse.Namespace) -> int:
     """A done video's on-screen text as spans over time (``--frames``: and each sample's lines;
     ``--json``: the API's answer as it is). Exit 1 when there is no result to show."""
-    try:
-        response = httpx.get(
-            f"{_endpoint(args, 'api')}/v1/videos/{quote(args.video_id, safe='')}/result",
-            params={"frames": "true"} if args.frames else None,
-            headers=_headers(args),
-            timeout=60,
-        )
-    except httpx.TransportError as exc:
-        console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
+    path = f"/v1/videos/{quote(args.video_id, safe='')}/result"
+    response = _get(args, path, {"frames": "true"} if args.frames else None)
+    if response is None:
         return 2
     if response.status_code != 200:
         print(f"{response.status_code}: {_error_text(response)}", file=sys.stderr)

@@ -492,13 +492,15 @@ async def test_a_frozen_owner_loses_its_video_and_leaves_it_to_the_new_one(
     root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
 ) -> None:
     """An owner that stopped renewing (frozen past its lease) is taken over; when it wakes,
-    its next renewal stops its attempt, and it waits for the new owner to settle the video
-    instead of writing or committing anything of its own."""
+    its next fenced write stops its attempt, and it waits for the new owner to settle the
+    video instead of writing or committing anything of its own."""
     scenes = [Scene((f"FROZEN {i}",), 1.0) for i in range(6)]
     path = write_video(root / "frozen.mp4", scenes, fps=10, size=(320, 240))
     ref = VideoRef("frozen", path.as_uri())
+    # A lease it renews only every 200 s: no renewal can undo the lapse made below before
+    # the new owner claims, whatever the machine's load.
     old = asyncio.create_task(
-        processor(config, executor, store, instance_id="old", lease_s=3.0).process(ref)
+        processor(config, executor, store, instance_id="old", lease_s=600.0).process(ref)
     )
     await running(store, "frozen")
     await store._redis.hset(store.video_key("frozen"), "lease_until", 0)  # its lease lapsed

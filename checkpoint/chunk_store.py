@@ -89,7 +89,8 @@ def _encode_frame(frame: Frame) -> dict[str, Any]:
     if frame.embedding is not None:
         vector = np.asarray(frame.embedding, dtype="<f4")
         embedding = base64.b64encode(vector.tobytes()).decode()
-    return {**frame.to_json(), "embedding": embedding}
+    thumbnail = base64.b64encode(frame.thumbnail).decode() if frame.thumbnail else None
+    return {**frame.to_json(), "embedding": embedding, "thumbnail_jpeg": thumbnail}
 
 
 def _decode_frame(raw: dict[str, Any]) -> Frame:
@@ -98,4 +99,7 @@ def _decode_frame(raw: dict[str, Any]) -> Frame:
         embedding = np.frombuffer(base64.b64decode(raw["embedding"]), dtype="<f4").astype(
             np.float32
         )
-    return Frame.from_json(raw, embedding=embedding)
+    frame = Frame.from_json(raw, embedding=embedding)
+    if raw.get("thumbnail_jpeg"):
+        frame.thumbnail = base64.b64decode(raw["thumbnail_jpeg"])
+    return frame

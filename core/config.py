@@ -125,8 +125,20 @@ class StageSettings(BaseSettings):
 
     model_config = _settings("STAGES_")
 
-    sample_mode: Literal["fps", "keyframes"] = "fps"
+    # fps: one sample per 1/sample_fps s; shots: that, plus one at the start of every shot;
+    # keyframes: every key frame (cheapest: the rest is not decoded).
+    sample_mode: Literal["fps", "shots", "keyframes"] = "fps"
     sample_fps: float = Field(default=1.0, gt=0)
+    # Shot boundaries from every decoded frame (``stages.shots``); always on for "shots".
+    shot_detection: bool = True
+    shot_cut_change: float = Field(default=20.0, gt=0)  # 0-255, see stages.shots
+    shot_gradual_change: float = Field(default=12.0, gt=0)
+    shot_min_s: float = Field(default=0.4, ge=0)  # boundaries closer than this are dropped
+    # A sample whose picture repeats an earlier one of its chunk and shot (no cell of the
+    # signature grid differs by more than this many levels) is not analysed: it takes that
+    # sample's findings and says so (``repeat_of``). 0 analyses every sample.
+    repeat_max_change: float = Field(default=8.0, ge=0)
+    thumbnail_side: int = Field(default=320, ge=0)  # shot thumbnails' long side; 0: none
     chunk_frames: int = Field(default=8, ge=1)  # sampled frames per chunk at most
     # What one chunk may cost to decode, in megapixels decoded (width x height x frames decoded
     # per sample): a chunk holds as many samples as fit, 1 to ``chunk_frames``, so a chunk of a

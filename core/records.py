@@ -70,9 +70,50 @@ class OcrLine:
         return cls(text=str(raw["text"]), score=float(raw["score"]), box=box)
 
 
+@dataclass(frozen=True)
+class ShotBoundary:
+    """Where one shot ends and the next begins: a hard cut at the first frame of the new shot,
+    or a gradual transition (dissolve, fade) from ``start_s`` to ``end_s`` whose middle is
+    ``timestamp_s``. ``change`` is how different the frames on either side are (mean absolute
+    difference of downscaled Y, U and V planes, 0-255)."""
+
+    timestamp_s: float
+    kind: str  # "cut" or "gradual"
+    change: float
+    start_s: float
+    end_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "timestamp_s": float(self.timestamp_s),
+            "kind": self.kind,
+            "change": float(self.change),
+            "start_s": float(self.start_s),
+            "end_s": float(self.end_s),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ShotBoundary:
+        return cls(
+            timestamp_s=float(raw["timestamp_s"]),
+            kind=str(raw["kind"]),
+            change=float(raw["change"]),
+            start_s=float(raw["start_s"]),
+            end_s=float(raw["end_s"]),
+        )
+
+
 @dataclass
 class Frame:
-    """One sampled frame and what the stages found in it."""
+    """One sampled frame and what the stages found in it.
+
+    The decoder also records the shot boundaries it saw since the previous sample
+    (``boundaries``: they travel with the frame through chunks, checkpoints and results), and,
+    for a sample that looks like an earlier one of its chunk and shot, that sample's index
+    (``repeat_of``): such a sample is not analysed, it takes the findings of the one it repeats.
+    The first sample of each shot carries a small JPEG of itself (``thumbnail``) until the
+    result's sinks store it.
+    """
 
     index: int  # position among the sampled frames of the video, 0-based
     timestamp_s: float
@@ -81,6 +122,10 @@ class Frame:
     ocr_lines: list[OcrLine] = field(default_factory=list)
     caption: str = ""
     embedding: Vector | None = None
+    boundaries: tuple[ShotBoundary, ...] = ()
+    repeat_of: int | None = None
+    # JPEG, for the first sample of each shot; b"" once stored elsewhere (read back from JSON)
+    thumbnail: bytes | None = None
 
     @property
     def ocr_text(self) -> str:
@@ -100,10 +145,14 @@ class Frame:
             "keyframe": bool(self.keyframe),
             "ocr_lines": [line.to_json() for line in self.ocr_lines],
             "caption": self.caption,
+            "boundaries": [boundary.to_json() for boundary in self.boundaries],
+            "repeat_of": self.repeat_of,
+            "thumbnail": self.thumbnail is not None,
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], embedding: Vector | None = None) -> Frame:
+        repeat_of = raw.get("repeat_of")
         return cls(
             index=int(raw["index"]),
             timestamp_s=float(raw["timestamp_s"]),
@@ -112,6 +161,10 @@ class Frame:
             ocr_lines=[OcrLine.from_json(line) for line in raw["ocr_lines"]],
             caption=str(raw["caption"]),
             embedding=embedding,
+            boundaries=tuple(ShotBoundary.from_json(b) for b in raw.get("boundaries") or ()),
+            repeat_of=None if repeat_of is None else int(repeat_of),
+            # Read back, a thumbnail is known to exist (in the object store), not its bytes.
+            thumbnail=b"" if raw.get("thumbnail") else None,
         )
 
 
@@ -127,6 +180,20 @@ class Chunk:
     def without_images(self) -> Chunk:
         """A copy small enough to persist: stage outputs kept, pixels dropped."""
         return replace(self, frames=[replace(f, image=None) for f in self.frames])
+
+    def with_repeats_filled(self, fields: tuple[str, ...]) -> Chunk:
+        """The chunk with each repeated sample given the ``fields`` of the sample it repeats
+        (always an earlier one of the same chunk)."""
+        if all(frame.repeat_of is None for frame in self.frames):
+            return self
+        found = {frame.index: frame for frame in self.frames}
+        frames = [
+            frame
+            if frame.repeat_of is None
+            else replace(frame, **{f: getattr(found[frame.repeat_of], f) for f in fields})
+            for frame in self.frames
+        ]
+        return replace(self, frames=frames)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from runtime.executor import (
 )
 from runtime.reuse import ReusePlan
 from runtime.video_run import VideoRun
-from stages.decode import ResumePoint
+from stages.pipeline import Lineage
+from stages.sampling import ResumePoint
 
 
 class ChunkStages:
@@ -36,16 +37,18 @@ class ChunkStages:
         executor: StageExecutor,
         store: CheckpointStore,
         chunks: ChunkStore | None,
-        version: str,
+        lineage: Lineage,
     ) -> None:
         """``chunks``: where chunk outputs are persisted; None persists nothing per chunk."""
         self._executor = executor
         self._store = store
         self._chunks = chunks
-        self._version = version
+        self._version = lineage.version
+        self._analysed_fields = lineage.analysed_fields
 
     async def run(self, run: VideoRun, ticket: IngestChunk, reuse: ReusePlan) -> Chunk:
         chunk = await self._analysed(run, ticket, reuse)
+        chunk = chunk.with_repeats_filled(self._analysed_fields)
         for stage in self._executor.image_stages:
             await run.stage_done(stage)
         chunk = await self._embedded(run, ticket, chunk)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from core.records import Chunk, EarlierResult, Frame, LocalVideo, VideoRef, VideoResult
-from stages.decode import ResumePoint
+from stages.sampling import ResumePoint
 
 if TYPE_CHECKING:
     from ray import ObjectRef

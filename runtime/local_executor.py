@@ -13,8 +13,8 @@ from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, VideoRef, VideoResult
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.result_writer import FencedResultWriter
-from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
+from stages.sampling import ResumePoint
 
 _END = object()
 

@@ -72,7 +72,7 @@ class VideoProcessor:
         self._version = lineage.version
         self._settings = settings
         self._chunk_stages = ChunkStages(
-            executor, store, chunks if settings.chunk_checkpoints else None, self._version
+            executor, store, chunks if settings.chunk_checkpoints else None, lineage
         )
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
         self._owner = owner_id(settings)

@@ -7,8 +7,17 @@ Sampling modes:
   rates and dropped frames are handled) reaches the next sampling slot. Every frame is decoded
   (H.264 needs its references) but only sampled frames are converted to RGB, which is most of
   the per-frame cost.
+- ``shots``: ``fps``, plus a sample at the start of every shot (the frame that confirms its
+  boundary, see ``stages.shots``), so even a shot shorter than the interval has one.
 - ``keyframes``: the decoder skips everything but key frames (``skip_frame = NONKEY``), which
   is much cheaper; every key frame is a sample.
+
+Shot boundaries are found on every decoded frame (unless ``shot_detection`` is off) and given
+to the next sample (``Frame.boundaries``). A sample whose picture repeats an earlier sample of
+the same chunk and shot gets ``repeat_of`` and no pixels: no stage analyses it, it takes the
+findings of the sample it repeats (``Chunk.with_repeats_filled``). Both are decided from what
+is decoded alone, so an attempt that resumes a video decides them as the first one did (the
+detector is warmed up on the frames between the key frame it seeks to and the resume point).
 
 Limits hold on what is decoded, not only on what the header promised (``_DecodeBudget``): the
 presentation time, the frame size of every frame, the number of frames decoded, the time spent
@@ -23,11 +32,12 @@ cuts its chunks exactly where the first attempt did.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 
 import av
@@ -40,9 +50,11 @@ from core.stage_names import DECODE
 from stages.base import Resources, StreamingStage
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
 from stages.fetch import check_dimensions, main_video_stream, open_container
+from stages.sampling import ChunkCutter, ResumePoint, Sampler, ShotMarks
+from stages.shots import ShotSettings
 
 # Bump when the sampling rules change in a way that changes which frames come out.
-SAMPLER_REVISION = 1
+SAMPLER_REVISION = 2
 # A video whose packets stop this much before its declared end is reported as truncated.
 _TRUNCATION_SLACK_S = 1.0
 _TRUNCATION_SLACK_RATIO = 0.05
@@ -51,20 +63,6 @@ _MAX_THREADS = 4
 _TRUNCATION_TAIL_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
-class ResumePoint:
-    """Where an interrupted video picks up: the chunk after the last one whose outputs were
-    persisted, known by that chunk's last frame. Sampling continues exactly as the first
-    attempt would have (same frame indexes, same slots), so resumed chunks match."""
-
-    chunk_index: int  # the first chunk to produce
-    sample_index: int  # the index of its first frame
-    after_s: float  # the timestamp of the frame before it; earlier frames are skipped
-    finished: bool = False  # every chunk is persisted: nothing left to decode
-
-
-# Slack against rounding of timestamps to the stream's time base.
-_EPSILON_S = 1e-3
 # Decoded frames in a row whose timestamps do not pass the latest one seen: a stream whose
 # clock stalls or jumps back for this long would otherwise be decoded with nothing sampled.
 _MAX_STALLED_FRAMES = 1000
@@ -128,6 +126,21 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         self._max_side = stages.max_side
         self._threads = stages.decode_threads or min(_MAX_THREADS, os.cpu_count() or 1)
         self._limits = limits
+        self._shots: ShotSettings | None = None
+        if stages.shot_detection or self._mode == "shots":
+            self._shots = ShotSettings(
+                cut_change=stages.shot_cut_change,
+                gradual_change=stages.shot_gradual_change,
+                min_shot_s=stages.shot_min_s,
+            )
+        self._repeat_max_change = stages.repeat_max_change
+        self._thumbnail_side = stages.thumbnail_side
+        # A resumed attempt shows the detector this much video before its resume point (at
+        # least one frame before a cut, and the longest transition), so that it finds the
+        # boundaries the first attempt found there.
+        self._warm_up_s = 0.0
+        if self._shots is not None:
+            self._warm_up_s = self._shots.max_transition_s + self._shots.lag_s + 1.0
 
     def chunk_size(self, probe: ProbeInfo) -> int:
         """Sampled frames per chunk for a video: as many as fit in the decoding budget of one
@@ -135,7 +148,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         if self._chunk_mpix is None or probe.width <= 0 or probe.height <= 0:
             return self._chunk_frames
         decoded_per_sample = 1.0  # key frames: only the samples are decoded
-        if self._mode == "fps":
+        if self._mode != "keyframes":
             if not (math.isfinite(probe.fps) and probe.fps > 0):  # no cost to go by
                 return self._chunk_frames
             decoded_per_sample = max(1.0, probe.fps / self._fps)
@@ -151,8 +164,14 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         }
         if self._chunk_mpix is not None:
             params["chunk_decode_mpix"] = self._chunk_mpix
-        if self._mode == "fps":
+        if self._mode != "keyframes":
             params["sample_fps"] = self._fps
+        if self._shots is not None:
+            params["shots"] = dataclasses.asdict(self._shots)
+        if self._repeat_max_change > 0:
+            params["repeat_max_change"] = self._repeat_max_change
+        if self._shots is not None and self._thumbnail_side > 0:
+            params["thumbnail_side"] = self._thumbnail_side
         return params
 
     def stream(self, item: LocalVideo) -> Iterator[Chunk]:
@@ -176,7 +195,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
             yield from self._chunks(item, container, resume)
 
     def _check_estimated_frames(self, video: LocalVideo) -> None:
-        if self._mode != "fps" or video.probe.duration_s <= 0:
+        if self._mode == "keyframes" or video.probe.duration_s <= 0:
             return
         expected = math.floor(video.probe.duration_s * self._fps) + 1
         if expected > self._limits.max_frames + 1:
@@ -197,43 +216,31 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         stream.codec_context.thread_count = self._threads
         if self._mode == "keyframes":
             stream.codec_context.skip_frame = "NONKEY"
-        video_id = video.ref.video_id
-        interval = 1.0 / self._fps
-        next_slot = 0.0
-        pending: list[Frame] = []
-        chunk_index = 0
-        sampled = 0
-        skip_until = -1.0
-        reader = _FrameReader(container, stream, os.path.getsize(video.path))
         size = self.chunk_size(video.probe)
+        sampler = Sampler(self._fps, self._mode, resume)
+        marks = ShotMarks(self._shots, self._repeat_max_change, self._thumbnail_side)
+        reader = _FrameReader(container, stream, os.path.getsize(video.path))
         if resume is not None:
-            chunk_index, sampled = resume.chunk_index, resume.sample_index
-            skip_until = resume.after_s + _EPSILON_S
-            next_slot = (math.floor((resume.after_s + _EPSILON_S) / interval) + 1) * interval
-            reader.seek(resume.after_s)
+            reader.seek(max(0.0, resume.after_s - self._warm_up_s))
+        chunk = ChunkCutter(video.ref.video_id, size, resume)
         budget = _DecodeBudget(self._limits)
         for frame, t in reader:
             budget.spend(frame, t)
-            if t <= skip_until:
+            boundary = marks.see(frame, t, warming=t <= sampler.skip_until)
+            if not sampler.takes(t, boundary):
                 continue
-            if self._mode == "fps":
-                if t + _EPSILON_S < next_slot:
-                    continue
-                next_slot = (math.floor((t + _EPSILON_S) / interval) + 1) * interval
-            if sampled >= self._limits.max_frames:
+            if chunk.sampled >= self._limits.max_frames:
                 raise LimitExceeded(
                     f"more than {self._limits.max_frames} sampled frames", code="limit_frames"
                 )
-            image = self._to_rgb(frame)
-            # A full chunk waits for the next sample, so that the final one can say last=True.
-            if len(pending) == size:
-                yield Chunk(video_id, chunk_index, pending, last=False)
-                chunk_index += 1
-                pending = []
-            pending.append(Frame(sampled, t, image, keyframe=bool(frame.key_frame)))
-            sampled += 1
+            full = chunk.full()
+            if full is not None:  # a full chunk waits for the next sample, to know it is not last
+                yield full
+                marks.new_chunk()
+            sample = Frame(chunk.sampled, t, None, keyframe=bool(frame.key_frame))
+            chunk.add(marks.mark(sample, functools.partial(self._to_rgb, frame)))
         reader.check_complete(self._declared_end_s(container, stream, video))
-        yield Chunk(video_id, chunk_index, pending, last=True)
+        yield chunk.last()
 
     def _to_rgb(self, frame: av.VideoFrame) -> Image:
         width, height = frame.width, frame.height

@@ -92,6 +92,12 @@ class Lineage:
         """The pipeline version: ``v`` + 12 hex digits of a hash over every stage version."""
         return "v" + _digest(self.versions)
 
+    @property
+    def analysed_fields(self) -> tuple[str, ...]:
+        """Every ``Frame`` field the image stages fill: what a repeated sample takes from the
+        sample it repeats."""
+        return tuple(field for fields in self.fills.values() for field in fields)
+
     def reusable(self, earlier: Mapping[str, str]) -> frozenset[str]:
         """Image stages whose outputs in a result made with stage versions ``earlier`` are
         what they would compute now. Nothing is, unless the same frames were sampled."""

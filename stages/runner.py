@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from core.records import Chunk, VideoRef, VideoResult
@@ -74,7 +73,7 @@ class SequentialRunner:
             mark = time.process_time()
             chunk = stage.process_batch([chunk])[0]
             timings[stage.name] += time.process_time() - mark
-        chunk = replace(chunk, frames=[replace(f, image=None) for f in chunk.frames])
+        chunk = chunk.without_images().with_repeats_filled(self._pipeline.lineage.analysed_fields)
         if self._pipeline.embed is not None:
             mark = time.process_time()
             chunk = self._pipeline.embed.process_batch([chunk])[0]

@@ -21,7 +21,7 @@ from runtime.metrics import ActivitySnapshot
 from runtime.pools.application import pools_application
 from runtime.pools.base import INGEST, POOLS_APP, WRITER
 from runtime.pools.ingest import ChunkCredits
-from stages.decode import ResumePoint
+from stages.sampling import ResumePoint
 
 
 class RayExecutor(StageExecutor):

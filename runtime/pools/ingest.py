@@ -17,8 +17,8 @@ from core.stage_names import DECODE, EMBED, FETCH
 from runtime.executor import FusedChunk, FusedOutputs, IngestItem, PooledChunk, merge_outputs
 from runtime.metrics import ActivitySnapshot, StageActivity, replica_name
 from runtime.pools.base import INGEST, StageRunner, later_stages
-from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
+from stages.sampling import ResumePoint
 
 _END = object()
 # How long chunk refs stay held after a video's stream ends: the image stages take the last
@@ -172,8 +172,11 @@ class IngestPool:
             seconds[name] = time.monotonic() - started
             return done
 
-        outputs = [await run(name, chunk) for name in inline if name != EMBED]
-        analysed = merge_outputs(outputs)
+        image = [name for name in inline if name != EMBED]
+        outputs = [await run(name, chunk) for name in image]
+        # Repeated samples take their originals' findings before they are embedded.
+        fields = tuple(field for name in image for field in self._fused[name].stage.fills)
+        analysed = merge_outputs(outputs).with_repeats_filled(fields)
         if EMBED in inline:
             analysed = await run(EMBED, analysed)
         return FusedOutputs(frozenset(inline), analysed, seconds)

@@ -32,8 +32,8 @@ from devkit.workload import read_records
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.processor import VideoProcessor
 from runtime.service import _Handler
-from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
+from stages.sampling import ResumePoint
 from storage.local import LocalObjectStore
 from tests.consumers import event_bytes, kafka_settings, produce, wait_committed, wait_until
 

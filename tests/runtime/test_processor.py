@@ -31,8 +31,8 @@ from runtime.messages import DONE_TEXT_CHARS, done_message_data
 from runtime.processor import VideoProcessor
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import document_key
-from stages.decode import ResumePoint
 from stages.pipeline import Pipeline
+from stages.sampling import ResumePoint
 from storage.base import ObjectStore
 from storage.local import LocalObjectStore
 from storage.s3 import S3ObjectStore, s3_client

@@ -72,7 +72,9 @@ def test_fps_sampling_count_and_timestamps(clip: Path) -> None:
     assert times(chunks_2) == [0.0, 0.52, 1.0, 1.52, 2.0, 2.52, 3.0, 3.52]
     frames = [frame for chunk in chunks for frame in chunk.frames]
     assert [frame.index for frame in frames] == list(range(20))
-    assert all(frame.image is not None and frame.image.shape == (180, 320, 3) for frame in frames)
+    analysed = [frame for frame in frames if frame.repeat_of is None]
+    assert all(frame.image is not None and frame.image.shape == (180, 320, 3) for frame in analysed)
+    assert all(frame.image is None for frame in frames if frame.repeat_of is not None)
 
 
 def test_fps_sampling_follows_pts_not_frame_count(tmp_path: Path) -> None:
@@ -283,8 +285,17 @@ def test_version_params() -> None:
         "sample_fps": 2.0,
         "chunk_frames": 4,
         "max_side": 640,
-        "sampler_revision": 1,
+        "sampler_revision": 2,
         "chunk_decode_mpix": 240.0,
+        "shots": {
+            "cut_change": 20.0,
+            "cut_ratio": 3.0,
+            "gradual_change": 12.0,
+            "max_transition_s": 4.0,
+            "min_shot_s": 0.4,
+            "lag_s": 0.2,
+        },
+        "repeat_max_change": 8.0,
     }
     assert "sample_fps" not in key.version_params()
     budget = DecodeSampleStage(

@@ -25,6 +25,7 @@ from api.progress_hub import ProgressHub
 from api.routes_dead_letters import dead_letter_routes
 from api.routes_events import event_routes
 from api.routes_operations import operation_routes
+from api.routes_results import result_routes
 from api.routes_search import search_routes
 from api.routes_videos import video_routes
 from checkpoint.base import CheckpointStore
@@ -99,6 +100,7 @@ def create_app(
     install_dashboard(app)
     # The order of the schema's paths: videos, search, dead letters, events, operations.
     app.include_router(video_routes(max_page))
+    app.include_router(result_routes())
     app.include_router(search_routes)
     app.include_router(dead_letter_routes(max_page))
     app.include_router(event_routes)

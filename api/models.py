@@ -142,6 +142,33 @@ class ScreenText(BaseModel):
     frames: int = Field(description="How many samples it was read in.")
 
 
+class ShotInfo(BaseModel):
+    """One shot: from the boundary that starts it to the next (see README, "What a video
+    shows, and when")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    start_s: float
+    end_s: float
+    entered_by: Literal["start", "cut", "gradual"] = Field(
+        description="How the shot begins: the video's start, a hard cut, or a gradual "
+        "transition (dissolve, fade) whose middle is `start_s`."
+    )
+    transition_s: tuple[float, float] | None = Field(
+        description="From when to when a gradual transition into the shot blends."
+    )
+    keyframe: int | None = Field(
+        description="The index of the sample that shows the shot: the first taken in it after "
+        "its transition; null when no sample fell in it."
+    )
+    keyframe_s: float | None
+    samples: int = Field(description="How many samples were taken in the shot.")
+    thumbnail_url: str | None = Field(
+        default=None, description="Where the keyframe's JPEG is served; null without one."
+    )
+
+
 class TextLine(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -169,6 +196,7 @@ class VideoResultDocument(BaseModel):
     completed_at: datetime
     probe: ProbeFacts
     text_spans: list[ScreenText]
+    shots: list[ShotInfo]
     frames: list[FrameText] | None = Field(
         default=None, description="Each sample's OCR lines; only with `?frames=true`."
     )

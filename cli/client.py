@@ -139,8 +139,8 @@ def show_search(args: argparse.Namespace) -> int:
 
 
 def show_result(args: argparse.Namespace) -> int:
-    """A done video's on-screen text as spans over time (``--frames``: and each sample's lines;
-    ``--json``: the API's answer as it is). Exit 1 when there is no result to show."""
+    """A done video's shots and on-screen text as spans over time (``--frames``: and each
+    sample's lines; ``--json``: the API's answer as it is). Exit 1 when there is no result."""
     path = f"/v1/videos/{quote(args.video_id, safe='')}/result"
     response = _get(args, path, {"frames": "true"} if args.frames else None)
     if response is None:
@@ -152,6 +152,7 @@ def show_result(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(body, indent=2, ensure_ascii=False))
         return 0
+    console.print(shots_table(body))
     console.print(result_table(body))
     if body.get("frames") is not None:
         console.print(frames_table(body["frames"]))
@@ -168,6 +169,20 @@ def result_table(body: dict[str, Any]) -> Table:
     for span in body["text_spans"]:
         when = f"{clock(span['start_s'])}–{clock(span['end_s'])}"
         table.add_row(when, span["text"], f"{span['score']:.2f}")
+    return table
+
+
+def shots_table(body: dict[str, Any]) -> Table:
+    """The shots of a ``/v1/videos/{id}/result`` answer: when, how each begins, its keyframe."""
+    table = Table(title=f"{body['video']['video_id']}: shots")
+    table.add_column("shot", justify="right")
+    table.add_column("when", no_wrap=True)
+    table.add_column("begins with")
+    table.add_column("keyframe", no_wrap=True)
+    for shot in body["shots"]:
+        when = f"{clock(shot['start_s'])}–{clock(shot['end_s'])}"
+        keyframe = "-" if shot["keyframe_s"] is None else clock(shot["keyframe_s"])
+        table.add_row(str(shot["index"]), when, shot["entered_by"], keyframe)
     return table
 
 

@@ -2,8 +2,9 @@
 
 Starts the embedded stack (Tansu, redis-server, local Ray and the service), writes sample
 videos with burned-in English and Chinese text, publishes one upload event per video (and one
-invalid event, to show the dead-letter path), shows live progress, prints the text found per
-video, runs a semantic search and stops everything it started.
+invalid event, to show the dead-letter path), shows live progress, prints per video its shots
+and the text on screen over time as the results API answers them (with the addresses of the
+result and its WebVTT), runs a semantic search and stops everything it started.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 from aiokafka import AIOKafkaProducer
@@ -21,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 
 from checkpoint.base import VideoState, VideoStatus
+from cli.client import result_table, shots_table
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig, WebhookSubscription
 from devkit.progress_view import is_final, progress_table
@@ -29,7 +32,6 @@ from devkit.samples import SampleVideo, write_demo_videos
 from devkit.stack import EmbeddedStack
 from runtime.cluster import ray_connection
 from runtime.service import ReelsenseService
-from sinks.lance import LanceSummarySink
 
 console = Console()
 DEMO_TIMEOUT_S = 900.0
@@ -74,7 +76,7 @@ async def _demo(
     try:
         ids = await _publish(config, samples)
         statuses = await _follow(service, ids)
-        _print_results(config, samples, statuses)
+        await _print_results(stack.api_url, samples, statuses)
         await _wait_for_webhooks(receiver, len(ids))
         console.print(
             f"webhooks: {len(receiver.unique_ids())} received, all signatures verified"
@@ -128,24 +130,34 @@ async def _follow(service: ReelsenseService, ids: list[str]) -> dict[str, VideoS
     return statuses
 
 
-def _print_results(
-    config: ServiceConfig, samples: list[SampleVideo], statuses: dict[str, VideoStatus]
+async def _print_results(
+    api_url: str, samples: list[SampleVideo], statuses: dict[str, VideoStatus]
 ) -> None:
-    summary = LanceSummarySink.from_settings(config.storage)
-    for sample in samples:
-        status = statuses.get(sample.path.stem)
-        console.rule(f"{sample.path.stem}  ({status.status.value if status else 'unknown'})")
-        if status is None or status.status is not VideoState.DONE:
-            if status is not None:
-                console.print(f"[red]{status.error_code}: {status.error_message}[/]")
-            continue
-        row = summary.video_row(sample.path.stem) or {}
-        text = str(row.get("text", ""))
-        console.print(text or "[dim](no text found)[/]")
-        found = _normalise(text)
-        for expected in sample.expected_texts:
-            mark = "[green]found[/]" if _normalise(expected) in found else "[red]missing[/]"
-            console.print(f"  expected {expected!r}: {mark}")
+    """Per video, what the results API answers: its shots and its text on screen over time,
+    and where the result and its WebVTT can be fetched."""
+    async with httpx.AsyncClient(base_url=api_url, timeout=60) as client:
+        for sample in samples:
+            video_id = sample.path.stem
+            status = statuses.get(video_id)
+            console.rule(f"{video_id}  ({status.status.value if status else 'unknown'})")
+            if status is None or status.status is not VideoState.DONE:
+                if status is not None:
+                    console.print(f"[red]{status.error_code}: {status.error_message}[/]")
+                continue
+            path = f"/v1/videos/{quote(video_id, safe='')}/result"
+            response = await client.get(path)
+            if response.status_code != 200:
+                console.print(f"[red]result: {response.status_code} {response.text}[/]")
+                continue
+            body = response.json()
+            console.print(shots_table(body))
+            console.print(result_table(body))
+            found = _normalise(" ".join(span["text"] for span in body["text_spans"]))
+            for expected in sample.expected_texts:
+                mark = "[green]found[/]" if _normalise(expected) in found else "[red]missing[/]"
+                console.print(f"  expected {expected!r}: {mark}")
+            console.print(f"  result: {api_url}{path}")
+            console.print(f"  on-screen text as WebVTT: {api_url}{path}.vtt?track=text")
 
 
 async def _wait_for_webhooks(receiver: WebhookReceiver, count: int) -> None:

@@ -15,7 +15,9 @@ from urllib.parse import quote, unquote
 
 from core.config import StorageSettings
 from core.records import EarlierResult, Frame, ProbeInfo, VideoResult
+from core.shots import video_shots
 from core.spans import text_spans
+from core.stage_names import DECODE
 from sinks.base import Sink
 from storage.base import ObjectStore
 from storage.uri import object_store_from_uri
@@ -30,9 +32,23 @@ def document_key(tenant: str, video_id: str, pipeline_version: str) -> str:
     return f"results/{tenant_part}/{video_part}/{version_part}.json"
 
 
+def thumbnail_key(tenant: str, video_id: str, decode_version: str, sample: int) -> str:
+    """``thumbnails/{tenant}/{video_id}/{decode_version}/{sample:06d}.jpg``: keyed by the
+    decode stage's version, which alone decides the pixels, so a video re-run under a new
+    pipeline version that keeps its decoding keeps its thumbnails."""
+    parts = (quote(part, safe="") for part in (tenant, video_id, decode_version))
+    tenant_part, video_part, version_part = parts
+    return f"thumbnails/{tenant_part}/{video_part}/{version_part}/{sample:06d}.jpg"
+
+
+def _decode_version(result: VideoResult) -> str:
+    return result.stage_versions.get(DECODE, result.pipeline_version)
+
+
 def result_document(result: VideoResult) -> dict[str, Any]:
-    """The JSON-ready document of one result: everything but pixels and embeddings, and the
-    on-screen text merged into spans over time (``core.spans``)."""
+    """The JSON-ready document of one result: everything but pixels and embeddings, the
+    on-screen text merged into spans over time (``core.spans``) and the shots
+    (``core.shots``)."""
     ref = result.ref
     return {
         "schema": DOCUMENT_SCHEMA,
@@ -56,8 +72,22 @@ def result_document(result: VideoResult) -> dict[str, Any]:
         ],
         "text": result.text.split("\n") if result.text else [],
         "text_spans": [span.to_json() for span in text_spans(result.frames)],
+        "shots": shot_entries(result),
         "timings": {stage: float(seconds) for stage, seconds in result.timings.items()},
     }
+
+
+def shot_entries(result: VideoResult) -> list[dict[str, Any]]:
+    """The shots, each with the key of its keyframe's thumbnail (None without one)."""
+    ref = result.ref
+    thumbnails = {f.index for f in result.frames if f.thumbnail is not None}
+    shots = []
+    for shot in video_shots(result.frames, result.probe.duration_s):
+        key = None
+        if shot.keyframe is not None and shot.keyframe in thumbnails:
+            key = thumbnail_key(ref.tenant, ref.video_id, _decode_version(result), shot.keyframe)
+        shots.append({**shot.to_json(), "thumbnail": key})
+    return shots
 
 
 def earlier_result(document: dict[str, Any], frame_count: int) -> EarlierResult:
@@ -95,9 +125,19 @@ class ResultDocumentSink(Sink):
     def write(self, results: Sequence[VideoResult]) -> None:
         latest = {result.ref.video_id: result for result in results}  # the last one wins
         for result in latest.values():
+            self._write_thumbnails(result)
             key = document_key(result.ref.tenant, result.ref.video_id, result.pipeline_version)
             data = encode_document(result_document(result))
             self.store.put_bytes(key, data, content_type="application/json")
+
+    def _write_thumbnails(self, result: VideoResult) -> None:
+        """Before the document that names them; frames read back from an earlier result carry
+        no bytes (b""): theirs are stored already."""
+        ref, version = result.ref, _decode_version(result)
+        for frame in result.frames:
+            if frame.thumbnail:
+                key = thumbnail_key(ref.tenant, ref.video_id, version, frame.index)
+                self.store.put_bytes(key, frame.thumbnail, content_type="image/jpeg")
 
     def read(self, tenant: str, video_id: str, pipeline_version: str) -> dict[str, Any] | None:
         """The stored document, or None if that video was not written under that version."""

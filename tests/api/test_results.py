@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import json
 import re
 from collections.abc import AsyncIterator
@@ -12,21 +13,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from fastapi import FastAPI
+from PIL import Image as PILImage
 
 from api.app import api_server, create_app
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from cli.main import main as cli_main
-from core.records import VideoRef, VideoResult
+from core.records import ShotBoundary, VideoRef, VideoResult
+from core.shots import video_shots
 from core.spans import text_spans
 from devkit.services import free_port
 from sinks.object_store import ResultDocumentSink, document_key, encode_document, result_document
+from stages.sampling import thumbnail
 from storage.local import LocalObjectStore
 from tests.sinks import make_result
 
 PIPELINE = "pv-results"
+CUT = ShotBoundary(2.9, "cut", 31.5, 2.9, 2.9)
 TOKENS = {"token-a": "acme", "token-b": "globex"}
 A = {"authorization": "Bearer token-a"}
 B = {"authorization": "Bearer token-b"}
@@ -66,9 +72,13 @@ def sign_video(video_id: str, tenant: str = "acme") -> VideoResult:
     )
     # A presigned source URL: its signature must not come back out of the API.
     uri = f"https://user:secret@cdn.example/{video_id}.mp4?X-Amz-Signature=abc"
+    # A cut at 2.9 s, given by the decoder to the next sample (3.0 s, where the sign changes).
+    frames = list(result.frames)
+    frames[6] = dataclasses.replace(frames[6], boundaries=(CUT,))
     return dataclasses.replace(
         result,
         ref=dataclasses.replace(result.ref, uri=uri),
+        frames=frames,
         stage_versions={"decode": "d1", "ocr": "o1"},
     )
 
@@ -121,6 +131,30 @@ async def test_a_done_videos_result_has_its_text_spans(
     spans = [(s["text"], s["start_s"], s["end_s"], s["frames"]) for s in body["text_spans"]]
     assert spans == [("SERVER ROOM B7", 0.0, 3.0, 5), ("EXIT ONLY", 3.0, 4.0, 2)]
     assert body["text_spans"][0]["box"] == [[0, 0], [10, 0], [10, 5], [0, 5]]
+    assert body["shots"] == [
+        {
+            "index": 0,
+            "start_s": 0.0,
+            "end_s": 2.9,
+            "entered_by": "start",
+            "transition_s": None,
+            "keyframe": 0,
+            "keyframe_s": 0.0,
+            "samples": 6,
+            "thumbnail_url": None,
+        },
+        {
+            "index": 1,
+            "start_s": 2.9,
+            "end_s": 4.0,
+            "entered_by": "cut",
+            "transition_s": None,
+            "keyframe": 6,
+            "keyframe_s": 3.0,
+            "samples": 2,
+            "thumbnail_url": None,
+        },
+    ]
     assert body["frames"] is None  # only when asked for
 
 
@@ -216,12 +250,12 @@ async def test_a_done_video_without_its_document_is_result_missing(
     assert response.json()["error"]["code"] == "result_missing"
 
 
-async def test_a_document_written_before_spans_gets_them_on_reading(
+async def test_a_document_written_before_spans_and_shots_gets_them_on_reading(
     store: RedisCheckpointStore, objects: LocalObjectStore
 ) -> None:
     result = sign_video("older")
     document = result_document(result)
-    del document["text_spans"]
+    del document["text_spans"], document["shots"]
     key = document_key("acme", "older", PIPELINE)
     objects.put_bytes(key, encode_document(document))
     await mark_done(store, result)
@@ -230,6 +264,74 @@ async def test_a_document_written_before_spans_gets_them_on_reading(
     assert response.status_code == 200
     expected = [span.to_json() for span in text_spans(result.frames)]
     assert response.json()["text_spans"] == expected
+    made = video_shots(result.frames, result.probe.duration_s)
+    shots = [{**shot.to_json(), "thumbnail_url": None} for shot in made]
+    assert response.json()["shots"] == shots
+    assert [shot["entered_by"] for shot in shots] == ["start", "cut"]
+
+
+def with_thumbnails(result: VideoResult) -> VideoResult:
+    """The result with a JPEG on the first sample of each shot, as the decoder makes them."""
+    frames = list(result.frames)
+    for index, shade in ((0, 40), (6, 200)):
+        image = np.full((36, 64, 3), shade, dtype=np.uint8)
+        frames[index] = dataclasses.replace(frames[index], thumbnail=thumbnail(image, 32))
+    return dataclasses.replace(result, frames=frames)
+
+
+async def test_thumbnails_are_served_per_shot(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    result = with_thumbnails(sign_video("thumbs"))
+    ResultDocumentSink(objects).write([result])
+    await mark_done(store, result)
+    async with client_for(create_app(store, tokens=TOKENS, results=objects)) as client:
+        body = (await client.get("/v1/videos/thumbs/result", headers=A)).json()
+        urls = [shot["thumbnail_url"] for shot in body["shots"]]
+        assert urls == [f"/v1/videos/thumbs/shots/{i}/thumbnail.jpg" for i in (0, 1)]
+        second = await client.get(urls[1], headers=A)
+        again = await client.get(urls[1], headers={**A, "if-none-match": second.headers["etag"]})
+        beyond = await client.get("/v1/videos/thumbs/shots/2/thumbnail.jpg", headers=A)
+        other_tenant = await client.get(urls[1], headers=B)
+    assert second.status_code == 200
+    assert second.headers["content-type"] == "image/jpeg"
+    assert second.content == result.frames[6].thumbnail
+    assert PILImage.open(io.BytesIO(second.content)).size == (32, 18)
+    assert again.status_code == 304
+    assert beyond.status_code == 404
+    assert beyond.json()["error"]["code"] == "not_found"
+    assert other_tenant.status_code == 404
+
+
+async def test_a_shot_without_a_thumbnail_is_thumbnail_missing(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "no-thumbs")  # made with thumbnails off
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        response = await client.get("/v1/videos/no-thumbs/shots/0/thumbnail.jpg")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "thumbnail_missing"
+
+
+async def test_timed_text_as_webvtt(store: RedisCheckpointStore, objects: LocalObjectStore) -> None:
+    result = sign_video("vtt")
+    document = result_document(result)
+    document["speech"] = {"segments": [{"start_s": 0.5, "end_s": 2.25, "text": "Room <B7> & co"}]}
+    objects.put_bytes(document_key("acme", "vtt", PIPELINE), encode_document(document))
+    await mark_done(store, result)
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        text = await client.get("/v1/videos/vtt/result.vtt", params={"track": "text"})
+        speech = await client.get("/v1/videos/vtt/result.vtt")
+        bad = await client.get("/v1/videos/vtt/result.vtt", params={"track": "music"})
+    assert text.status_code == 200
+    assert text.headers["content-type"].startswith("text/vtt")
+    assert text.text == (
+        "WEBVTT\n\n1\n00:00:00.000 --> 00:00:03.000\nSERVER ROOM B7\n\n"
+        "2\n00:00:03.000 --> 00:00:04.000\nEXIT ONLY\n"
+    )
+    assert speech.text == "WEBVTT\n\n1\n00:00:00.500 --> 00:00:02.250\nRoom &lt;B7&gt; &amp; co\n"
+    assert text.headers["etag"] != speech.headers["etag"]
+    assert bad.status_code == 422
 
 
 async def test_without_a_result_store_results_are_unavailable(
@@ -283,6 +385,8 @@ async def test_cli_prints_spans_and_json(
         server.should_exit = True
         await serving
     assert "SERVER ROOM B7" in table
+    assert "0:02.9–0:04.0" in table  # the second shot
+    assert "cut" in table
     assert "0:00.0–0:03.0" in table
     assert "0:03.0–0:04.0" in table
     assert "SERVER R0OM B7" not in table  # the misreading is folded into its span

@@ -27,13 +27,15 @@ from sinks.base import Sink
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink
+from sinks.segments import LanceSegmentSink
 from sinks.vectors import LanceVectorIndex
 
 log = logging.getLogger(__name__)
 
 
 def sinks_from_settings(storage: StorageSettings, embedding_dim: int = 384) -> list[Sink]:
-    """Frames, vectors, result documents, then the per-video summary.
+    """Frames, vectors, result documents (with thumbnails), segments, then the per-video
+    summary.
 
     The summary goes last: a row in ``videos`` then means every other sink has the video.
     """
@@ -41,6 +43,7 @@ def sinks_from_settings(storage: StorageSettings, embedding_dim: int = 384) -> l
         LanceFrameSink.from_settings(storage, embedding_dim=embedding_dim),
         LanceVectorIndex.from_settings(storage, embedding_dim=embedding_dim),
         ResultDocumentSink.from_settings(storage),
+        LanceSegmentSink.from_settings(storage),
         LanceSummarySink.from_settings(storage),
     ]
 

@@ -14,6 +14,7 @@ from devkit.services import free_port
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink
+from sinks.segments import LanceSegmentSink
 from sinks.vectors import LanceVectorIndex
 from sinks.writer import SinkWriter, sinks_from_settings
 from storage.s3 import s3_client
@@ -33,6 +34,7 @@ def test_sinks_from_settings_builds_every_sink(tmp_path: Path) -> None:
         LanceFrameSink,
         LanceVectorIndex,
         ResultDocumentSink,
+        LanceSegmentSink,
         LanceSummarySink,
     ]
 
@@ -40,10 +42,11 @@ def test_sinks_from_settings_builds_every_sink(tmp_path: Path) -> None:
 def test_several_submits_make_one_commit_per_table(tmp_path: Path) -> None:
     settings = local_settings(tmp_path, writer_batch_videos=8, writer_flush_s=30.0)
     writer = SinkWriter.from_settings(settings)
-    frames, _vectors, documents, videos = writer.sinks
+    frames, _vectors, documents, segments, videos = writer.sinks
     assert isinstance(frames, LanceFrameSink)
     assert isinstance(videos, LanceSummarySink)
     assert isinstance(documents, ResultDocumentSink)
+    assert isinstance(segments, LanceSegmentSink)
     warmup = writer.submit(make_result("warmup", frames=1))
     writer.flush(timeout=60)  # creates the tables without waiting for flush_s
     assert warmup.result(timeout=1) is None
@@ -58,6 +61,7 @@ def test_several_submits_make_one_commit_per_table(tmp_path: Path) -> None:
     assert frames.count_rows() == 1 + 8 * 20
     assert videos.count_rows() == 9
     assert documents.read("default", "v3", "v1") is not None
+    assert segments.table.version() == before + 1  # one commit for the batch here too
     assert writer.stats.last_batch_videos == 8
 
     writer.close()

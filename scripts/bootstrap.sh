@@ -11,6 +11,8 @@ need_apt=()
 # Headless Chromium and its driver for the dashboard's browser test.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
+# espeak-ng speaks the sentences of the speech recognition tests and benchmark.
+[ -x /usr/bin/espeak-ng ] || need_apt+=(espeak-ng)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         export DEBIAN_FRONTEND=noninteractive

@@ -14,6 +14,8 @@ text and place. Two lines of neighbouring samples belong to one span when
 
 or when their texts are identical and the box moved by less than its own size (a pan, a
 scroll). A span survives up to ``max_gap`` samples without a reading of it (OCR flicker).
+Spans without a letter or digit, and one-character spans read in a single sample, are
+dropped: on moving backgrounds OCR reads such strays.
 """
 
 from __future__ import annotations
@@ -124,7 +126,19 @@ def text_spans(
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     interval = statistics.median(gaps) if gaps else 0.0
     spans = [_finish(span, times, interval) for span in closed + open_spans]
+    spans = [span for span in spans if _worth_keeping(span)]
     return sorted(spans, key=lambda s: (s.start_s, s.box[0][1], s.box[0][0], s.text))
+
+
+def _worth_keeping(span: TextSpan) -> bool:
+    """Whether a span is text rather than OCR reading texture: it holds a letter or a digit,
+    and a single character only counts when read in more than one sample. (On the quality
+    corpus, ``bench.quality``, every one-character span read once was a misreading of a
+    moving background, "W", "_", "2", "二"; a real one-character sign stays on screen.)"""
+    key = normalise(span.text)
+    if not any(ch.isalnum() for ch in key):
+        return False
+    return len(key) > 1 or span.frames > 1
 
 
 def normalise(text: str) -> str:

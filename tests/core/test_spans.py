@@ -145,3 +145,16 @@ def test_normalise() -> None:
     assert normalise("  Server\tROOM  b7 ") == "server room b7"
     assert normalise("欢迎 光临") == "欢迎光临"
     assert normalise("ＥＸＩＴ") == "exit"  # full-width forms, as CJK OCR often returns them
+
+
+def test_stray_readings_of_texture_are_dropped_and_real_short_signs_kept() -> None:
+    frames = samples(
+        [line("W", x=400), line("_", x=10, y=300)],
+        [line("二", x=600, y=200), line("5", x=10, y=10)],
+        [line("5", x=10, y=10), line("--", x=300, y=300)],
+        [line("OK", x=200, y=100)],
+    )
+    kept = [(span.text, span.frames) for span in text_spans(frames)]
+    # Single characters read once and readings without a letter or digit are noise; a
+    # one-character sign read twice and a two-character one read once are text.
+    assert kept == [("5", 2), ("OK", 1)]

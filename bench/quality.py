@@ -1,0 +1,256 @@
+"""What the pipeline finds, against edits whose truth is known (``bench.quality_media``).
+
+    python -m bench.quality [--json OUT] [--workdir DIR] [--quick]
+
+A fixed, seeded corpus of edits (cuts between still and panning shots, dissolves and fades,
+flashes, English and Chinese captions shown mid-shot, held across cuts, ended early) runs
+through the real stages with the sequential runner in ``shots`` sampling mode, and each aspect
+is scored on its own (``bench.quality_score``): shot boundaries and on-screen text spans. The
+boundaries of ``fps`` sampling come from decoding alone, without the model stages: they are
+found on every decoded frame, whatever is sampled. Speech is not measured yet (``speech_wer``
+is null): it needs edits with audio and transcripts, a ``score_speech`` and one more row.
+
+Videos are written under ``--workdir`` (a temporary directory by default), named after what is
+in them, so a run with the same workdir reuses them (``bench.quality_corpus``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+from operator import add
+from pathlib import Path
+from typing import Any
+
+from bench.quality_corpus import FPS, SIZE, Edit, corpus, write_corpus
+from bench.quality_media import EditTruth
+from bench.quality_score import TEXT_SIMILARITY, TOLERANCE_S, score_shots, score_text
+from core.config import ServiceConfig
+from core.records import Frame, VideoRef
+from core.shots import video_shots
+from core.spans import TextSpan, text_spans
+from stages.pipeline import Pipeline
+from stages.runner import SequentialRunner
+
+SAMPLE_FPS = 1.0
+SPEECH_NOTE = "not measured yet: the corpus has no audio or transcripts"
+
+
+@dataclass
+class Findings:
+    """What the pipeline found in one edit."""
+
+    boundaries: list[tuple[float, str]]  # shots sampling, the whole pipeline
+    fps_boundaries: list[tuple[float, str]]  # fps sampling, decoding alone
+    spans: list[TextSpan]
+
+
+def boundaries_of(frames: Sequence[Frame], duration_s: float) -> list[tuple[float, str]]:
+    """(start, "cut" | "gradual") of every shot but the first, as the service reports them."""
+    return [(s.start_s, s.entered_by) for s in video_shots(frames, duration_s)[1:]]
+
+
+def analyse(truths: Sequence[EditTruth], workdir: Path) -> tuple[list[Findings], float]:
+    """Run the pipeline over the edits: the findings of each, and the seconds setup took."""
+
+    def config(mode: str) -> ServiceConfig:
+        return ServiceConfig.load(
+            limits={"file_roots": (str(workdir),)},
+            runtime={"workdir": str(workdir / "work"), "executor": "local"},
+            stages={"sample_mode": mode, "sample_fps": SAMPLE_FPS},
+        )
+
+    runner = SequentialRunner(Pipeline.from_config(config("shots")))
+    started = time.monotonic()
+    runner.setup()
+    setup_s = time.monotonic() - started
+    # Only fetch and decode of this one are set up: no model is loaded twice.
+    decode_only = Pipeline.from_config(config("fps"))
+    decode_only.fetch.setup()
+    decode_only.decode.setup()
+    findings = []
+    try:
+        for truth in truths:
+            ref = VideoRef(video_id=truth.path.stem, uri=truth.path.resolve().as_uri())
+            result = runner.run_one(ref)
+            video = decode_only.fetch.open(ref)
+            try:
+                fps_frames = [f for c in decode_only.decode.stream(video) for f in c.frames]
+            finally:
+                decode_only.fetch.release(video)
+            findings.append(
+                Findings(
+                    boundaries=boundaries_of(result.frames, truth.duration_s),
+                    fps_boundaries=boundaries_of(fps_frames, truth.duration_s),
+                    spans=text_spans(result.frames),
+                )
+            )
+    finally:
+        runner.teardown()
+        decode_only.decode.teardown()
+        decode_only.fetch.teardown()
+    return findings, setup_s
+
+
+def _rounded(items: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    return [[round(x, 3) if isinstance(x, float) else x for x in item] for item in items]
+
+
+def report(
+    edits: Sequence[Edit], truths: Sequence[EditTruth], findings: Sequence[Findings]
+) -> dict[str, Any]:
+    """The figures over the whole corpus (every edit's items counted once), and per edit what
+    was missed and what was found that is not there."""
+    shots, fps_shots, text, per_edit = [], [], [], {}
+    for edit, truth, found in zip(edits, truths, findings, strict=True):
+        shots.append(score_shots(truth, found.boundaries))
+        fps_shots.append(score_shots(truth, found.fps_boundaries))
+        text.append(score_text(truth, found.spans))
+        per_edit[edit.name] = {
+            "shots": shots[-1].summary(),
+            "shots_found": _rounded(found.boundaries),
+            "shots_missed": _rounded(shots[-1].missed),
+            "shots_false": _rounded(shots[-1].false),
+            "fps_shots_missed": _rounded(fps_shots[-1].missed),
+            "fps_shots_false": _rounded(fps_shots[-1].false),
+            "text": text[-1].summary(),
+            "text_missed": _rounded(text[-1].missed),
+            "text_false": _rounded(text[-1].false),
+            "text_found": _rounded([(s.text, s.start_s, s.end_s, s.score) for s in found.spans]),
+        }
+    all_shots = reduce(add, shots).summary()
+    all_text = reduce(add, text).summary()
+    return {
+        "shot_precision": all_shots["precision"],
+        "shot_recall": all_shots["recall"],
+        "shot_recall_by_kind": all_shots["recall_by_kind"],
+        "shots": all_shots,
+        "shots_fps_mode": reduce(add, fps_shots).summary(),
+        "text_span_precision": all_text["precision"],
+        "text_span_recall": all_text["recall"],
+        "text_spans": all_text,
+        "speech_wer": None,
+        "speech_note": SPEECH_NOTE,
+        "edits": per_edit,
+    }
+
+
+def describe(edits: Sequence[Edit], truths: Sequence[EditTruth], quick: bool) -> dict[str, Any]:
+    return {
+        "quick": quick,
+        "videos": len(edits),
+        "video_s": round(sum(t.duration_s for t in truths), 2),
+        "size": f"{SIZE[0]}x{SIZE[1]}",
+        "fps": FPS,
+        "sample_mode": "shots",
+        "sample_fps": SAMPLE_FPS,
+        "tolerance_s": TOLERANCE_S,
+        "text_similarity": TEXT_SIMILARITY,
+        "edits": [
+            {
+                "name": edit.name,
+                "about": edit.about,
+                "duration_s": round(truth.duration_s, 2),
+                "boundaries": _rounded(truth.boundaries),
+                "captions": _rounded(truth.captions),
+                "flashes": [round(t, 3) for t in truth.flashes],
+            }
+            for edit, truth in zip(edits, truths, strict=True)
+        ],
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The figures as plain text, then each edit's misses and false finds."""
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    about = result["corpus"]
+    rows = [
+        f"quality on {about['videos']} edits, {about['video_s']:.0f} s of video "
+        f"({about['sample_mode']} sampling at {about['sample_fps']} fps)",
+        f"{'aspect':<24}{'precision':>10}{'recall':>8}{'truth':>7}{'found':>7}{'matched':>9}",
+    ]
+    for name, figures in (
+        ("shot boundaries", result["shots"]),
+        ("shot boundaries (fps)", result["shots_fps_mode"]),
+        ("text spans", result["text_spans"]),
+    ):
+        counts = figures["counts"]
+        rows.append(
+            f"{name:<24}{fmt(figures['precision']):>10}{fmt(figures['recall']):>8}"
+            f"{counts['truth']:>7}{counts['found']:>7}{counts['matched']:>9}"
+        )
+    rows.append(f"{'speech (WER)':<24}{'-':>10}  {result['speech_note']}")
+    kinds = result["shots"]["counts_by_kind"]
+    rows.append(
+        "shot recall by kind: "
+        + ", ".join(f"{k} {c['matched']}/{c['truth']}" for k, c in kinds.items())
+        + f"; kind right in {fmt(result['shots']['kind_agreement'])} of matches; "
+        f"{result['shots']['false_at_flashes']} false at flashes"
+    )
+    spans = result["text_spans"]
+    rows.append(
+        f"span time error (mean absolute): start {fmt(spans['start_error_s'])} s, "
+        f"end {fmt(spans['end_error_s'])} s"
+    )
+    for name, edit in result["edits"].items():
+        for key in ("shots_missed", "shots_false", "text_missed", "text_false"):
+            if edit[key]:
+                rows.append(f"  {name}: {key.replace('_', ' ')} {edit[key]}")
+    runtime = result["runtime"]
+    rows.append(
+        f"runtime: {runtime['total_s']:.0f} s (writing videos {runtime['write_s']:.0f} s, "
+        f"model setup {runtime['setup_s']:.0f} s, analysis {runtime['analyse_s']:.0f} s)"
+    )
+    return "\n".join(rows)
+
+
+def measure(workdir: Path, quick: bool) -> dict[str, Any]:
+    started = time.monotonic()
+    edits = corpus(quick)
+    truths = write_corpus(edits, workdir / "videos")
+    written = time.monotonic()
+    findings, setup_s = analyse(truths, workdir)
+    done = time.monotonic()
+    result = report(edits, truths, findings)
+    result["corpus"] = describe(edits, truths, quick)
+    result["runtime"] = {
+        "total_s": round(done - started, 2),
+        "write_s": round(written - started, 2),
+        "setup_s": round(setup_s, 2),
+        "analyse_s": round(done - written - setup_s, 2),
+        "cpus": os.cpu_count(),
+    }
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="write the figures here as JSON")
+    parser.add_argument("--workdir", type=Path, help="where videos are written and kept")
+    parser.add_argument("--quick", action="store_true", help="two short edits only")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        result = measure(args.workdir.resolve(), args.quick)
+    else:
+        with tempfile.TemporaryDirectory(prefix="reelsense-quality-") as tmp:
+            result = measure(Path(tmp), args.quick)
+    print(table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,4 +1,5 @@
-"""The dashboard page: videos in flight, recent failures and throughput per stage.
+"""The dashboard page: videos in flight, done videos and their results, recent failures and
+throughput per stage.
 
 A static page (``api/static``) that reads the progress API from the browser: the lists
 for the first picture, the event stream for live progress. Everything it needs is served
@@ -22,7 +23,7 @@ _ASSETS = {
 _SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-        "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        "img-src 'self' blob:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",

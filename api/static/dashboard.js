@@ -1,5 +1,7 @@
-// The reelsense dashboard: videos in flight (with a bar per stage), recent failures and
-// throughput per stage, from the progress API. No libraries, nothing loaded from elsewhere.
+// The reelsense dashboard: videos in flight (with a bar per stage), recently done videos and
+// their results (shots with thumbnails, text on screen over time), recent failures and
+// throughput per stage, from the progress and results APIs. No libraries, nothing loaded from
+// elsewhere.
 //
 // Everything shown comes from untrusted uploads (ids, URIs, error messages): the page builds
 // its DOM with textContent only, never innerHTML.
@@ -8,6 +10,7 @@
 (() => {
   const STAGE_ORDER = ["fetch", "decode", "ocr", "vlm", "embed"];
   const FAILURES_SHOWN = 20;
+  const DONE_SHOWN = 10;
   const THROUGHPUT_VIDEOS = 50;
   const REFRESH_MS = 15000;
 
@@ -165,6 +168,82 @@
     document.getElementById("failures-empty").hidden = page.items.length > 0;
   }
 
+  // -- done videos and their results ----------------------------------------------------------
+
+  let shownResult = null; // the video whose result is open
+  let thumbnailUrls = []; // object URLs of the open result's thumbnails, revoked on change
+
+  function clock(seconds) {
+    const tenths = Math.round(seconds * 10);
+    const minutes = Math.floor(tenths / 600);
+    return `${minutes}:${((tenths % 600) / 10).toFixed(1).padStart(4, "0")}`;
+  }
+
+  function renderDone(videos) {
+    const list = document.getElementById("done");
+    list.replaceChildren(
+      ...videos.slice(0, DONE_SHOWN).map((video) => {
+        const open = el("button", { type: "button", class: "link video-id", text: video.video_id });
+        open.addEventListener("click", () =>
+          showResult(video.video_id).catch((error) => showError(String(error.message || error))),
+        );
+        return el(
+          "li",
+          { "data-video-id": video.video_id },
+          open,
+          " ",
+          el("span", { class: "meta", text: `${video.tenant} · ${video.frames || 0} frames · ${ago(video.finished_at || video.updated_at)}` }),
+        );
+      }),
+    );
+    document.getElementById("done-count").textContent = String(Math.min(videos.length, DONE_SHOWN));
+    document.getElementById("done-empty").hidden = videos.length > 0;
+  }
+
+  // <img> cannot send an Authorization header: thumbnails are fetched and shown as blobs.
+  async function thumbnail(url) {
+    const response = await fetch(url, { headers: authHeaders() });
+    if (!response.ok) return el("span", { class: "no-thumb meta", text: "no image" });
+    const src = URL.createObjectURL(await response.blob());
+    thumbnailUrls.push(src);
+    return el("img", { src, alt: "" });
+  }
+
+  async function showResult(videoId) {
+    shownResult = videoId;
+    const path = `/v1/videos/${encodeURIComponent(videoId)}/result`;
+    const body = await getJSON(path);
+    if (shownResult !== videoId) return;
+    for (const url of thumbnailUrls) URL.revokeObjectURL(url);
+    thumbnailUrls = [];
+    document.getElementById("result").hidden = false;
+    document.getElementById("result-video").textContent = videoId;
+    document.getElementById("result-json").href = path;
+    document.getElementById("result-vtt").href = `${path}.vtt?track=text`;
+    const shots = await Promise.all(
+      body.shots.map(async (shot) =>
+        el(
+          "li",
+          { "data-shot": String(shot.index) },
+          shot.thumbnail_url ? await thumbnail(shot.thumbnail_url) : el("span", { class: "no-thumb meta", text: "no sample" }),
+          el("span", { class: "meta", text: `${clock(shot.start_s)}–${clock(shot.end_s)} · ${shot.entered_by}` }),
+        ),
+      ),
+    );
+    document.getElementById("shots").replaceChildren(...shots);
+    document.querySelector("#spans tbody").replaceChildren(
+      ...body.text_spans.map((span) =>
+        el(
+          "tr",
+          {},
+          el("td", { class: "meta", text: `${clock(span.start_s)}–${clock(span.end_s)}` }),
+          el("td", { class: "span-text", text: span.text }),
+          el("td", { class: "meta", text: span.score.toFixed(2) }),
+        ),
+      ),
+    );
+  }
+
   // -- throughput -----------------------------------------------------------------------------
 
   function throughput(videos) {
@@ -183,6 +262,7 @@
 
   async function loadThroughput() {
     const page = await getJSON(`/v1/videos?status=done&limit=${THROUGHPUT_VIDEOS}`);
+    renderDone(page.items);
     const sums = throughput(page.items);
     const body = document.querySelector("#throughput tbody");
     const names = stageNames(Object.fromEntries(sums));

@@ -3,8 +3,8 @@
 Records are made through the store's own transitions (claim, advance, mark_done,
 mark_failed). The page must show the running videos with a bar per stage, follow live
 progress from the event stream, list failures with their reasons (as text, never as markup)
-and throughput per stage, and see only the token's tenant. With ``REELSENSE_SCREENSHOT=1``
-it saves ``docs/dashboard.png``.
+and throughput per stage, open a done video's shots and text, and see only the token's tenant.
+With ``REELSENSE_SCREENSHOT=1`` it saves ``docs/dashboard.png``.
 
 Chromium runs with every background-network feature off and an empty profile; the page
 loads nothing but its own files from 127.0.0.1.
@@ -13,6 +13,7 @@ loads nothing but its own files from 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -23,13 +24,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import numpy as np
 import pytest
 
 from api.app import api_server, create_app
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
-from core.records import VideoRef
+from core.records import ShotBoundary, VideoRef
 from devkit.services import free_port
+from sinks.object_store import ResultDocumentSink
+from stages.sampling import thumbnail
+from storage.local import LocalObjectStore
+from tests.sinks import make_result
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -102,9 +108,23 @@ async def _failed(
     )
 
 
+def _result_of_done_1(objects: LocalObjectStore) -> None:
+    """done-1's result document and thumbnails: two shots, a sign, then hostile text."""
+    texts = ["PLATFORM 9", "PLATFORM 9", "PLATFORM 9", HOSTILE, HOSTILE]
+    result = make_result("done-1", frames=5, texts=texts, tenant="acme", version=PIPELINE)
+    frames = list(result.frames)
+    for index, shade in ((0, 60), (3, 190)):
+        image = np.full((90, 160, 3), shade, dtype=np.uint8)
+        frames[index] = dataclasses.replace(frames[index], thumbnail=thumbnail(image, 160))
+    frames[3] = dataclasses.replace(frames[3], boundaries=(ShotBoundary(1.5, "cut", 40, 1.5, 1.5),))
+    ResultDocumentSink(objects).write([dataclasses.replace(result, frames=frames)])
+
+
 @pytest.fixture
-async def page(redis_url: str, unique: str) -> AsyncIterator[Page]:
+async def page(redis_url: str, unique: str, tmp_path: Path) -> AsyncIterator[Page]:
     store = RedisCheckpointStore.from_url(redis_url, key_prefix=f"dash-{unique}")
+    objects = LocalObjectStore(tmp_path / "objects")
+    _result_of_done_1(objects)
     epochs = {
         "lecture-42": await _running(
             store,
@@ -141,7 +161,7 @@ async def page(redis_url: str, unique: str) -> AsyncIterator[Page]:
     await _failed(store, "hostile-name", "acme", "fetch_refused", HOSTILE)
     await _failed(store, "globex-failure", "globex", "limit_duration", "too long")
 
-    app = create_app(store, tokens={TOKEN: "acme"}, heartbeat_s=1.0)
+    app = create_app(store, tokens={TOKEN: "acme"}, heartbeat_s=1.0, results=objects)
     port = free_port()
     server = api_server(app, "127.0.0.1", port)
     serving = asyncio.create_task(server.serve())
@@ -322,3 +342,41 @@ async def test_dashboard_asks_for_a_token(page: Page, browser: Any) -> None:
     await asyncio.to_thread(submit)
     rows = await _until(lambda: _texts(browser, "#inflight td.video-id"), "rows after the token")
     assert sorted(rows) == ["keynote-7", "lecture-42"]
+
+
+async def test_a_done_videos_result_shows_its_shots_and_text(page: Page, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    await asyncio.to_thread(browser.get, f"{page.base}/dashboard#token={TOKEN}")
+    done = await _until(lambda: _texts(browser, "#done .video-id"), "done videos")
+    assert sorted(done) == ["done-1", "done-2"]
+
+    def open_done_1() -> None:
+        browser.find_element(By.CSS_SELECTOR, '#done li[data-video-id="done-1"] button').click()
+
+    await asyncio.to_thread(open_done_1)
+    shots = await _until(lambda: _texts(browser, "#shots li"), "the shots")
+    assert [text.split("\n")[-1] for text in shots] == [
+        "0:00.0–0:01.5 · start",
+        "0:01.5–0:02.5 · cut",
+    ]
+
+    def image_widths() -> list[int]:
+        images = browser.find_elements(By.CSS_SELECTOR, "#shots img")
+        return [int(img.get_property("naturalWidth")) for img in images]
+
+    assert await _until(lambda: image_widths() == [160, 160], "both thumbnails loaded")
+    spans = _texts(browser, "#spans .span-text")
+    assert spans == ["PLATFORM 9", HOSTILE]  # the hostile text shown literally, not run
+    assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#spans img")
+    assert await asyncio.to_thread(lambda: browser.title) == "reelsense · dashboard"
+    link = browser.find_element(By.ID, "result-vtt").get_attribute("href")
+    assert link.endswith("/v1/videos/done-1/result.vtt?track=text")
+
+    # A done video without a stored result: the page says why and keeps working.
+    def open_done_2() -> None:
+        browser.find_element(By.CSS_SELECTOR, '#done li[data-video-id="done-2"] button').click()
+
+    await asyncio.to_thread(open_done_2)
+    error = await _until(lambda: browser.find_element(By.ID, "error").text, "an error line")
+    assert "result" in error

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import quote
 
 from core.records import VideoResult
+from core.shots import video_shots
 from sinks.object_store import document_key
 
 # The start of the text a `video.done` message carries; the rest is in the result document.
@@ -25,9 +26,11 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
         "text_truncated": len(text) > DONE_TEXT_CHARS,
         "text_lines": text.count("\n") + 1 if text else 0,
         "text_chars": len(text),
+        "shots": len(video_shots(result.frames, result.probe.duration_s)),
         "timings": result.timings,
         "result": {
             "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
+            "api": f"/v1/videos/{quote(ref.video_id, safe='')}/result",
             "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
         },
     }

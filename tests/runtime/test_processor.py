@@ -446,8 +446,10 @@ def test_the_done_message_stays_small_whatever_the_video_holds() -> None:
     assert (data["text_lines"], data["text_chars"]) == (400, len(full.text))
     assert data["result"] == {
         "status": "/v1/videos/vid-1",
+        "api": "/v1/videos/vid-1/result",
         "document": document_key("acme", "vid-1", full.pipeline_version),
     }
+    assert data["shots"] == 1  # no boundary: one shot
     assert len(json.dumps(data)) < 2 * DONE_TEXT_CHARS
     small = make_result("vid-2", frames=2, embed=False)
     data = done_message_data(small)

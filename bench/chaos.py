@@ -31,6 +31,7 @@ import json
 import logging
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -436,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         workdir=args.workdir,
         timeout_s=args.timeout_s,
     )
+    # SIGTERM as Ctrl-C: the run is cancelled and stops everything it started, by PID.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     report = asyncio.run(run_chaos(options))
     text = json.dumps(report, indent=2, sort_keys=True)
     if args.json is not None:

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.quality_media import EditTruth
-from core.spans import TextSpan, normalise
+from core.spans import SIMILARITY, TextSpan, normalise
 
 TOLERANCE_S = 0.2  # a found boundary this close to a true one is that one
-TEXT_SIMILARITY = 0.8  # least difflib ratio of normalised texts for a span to be a caption
+# The least difflib ratio of normalised texts for a span to be a caption: what core.spans
+# takes for one text (a four-character caption with one character misread scores 0.75).
+TEXT_SIMILARITY = SIMILARITY
 KINDS = ("cut", "dissolve", "fade")
 FOUND_KIND = {"cut": "cut", "dissolve": "gradual", "fade": "gradual"}
 FOUND_KINDS = ("cut", "gradual")

@@ -71,19 +71,18 @@ class ShotMarks:
         self._thumbnail_side = thumbnail_side
         self._repeat_max_change = repeat_max_change
         self._boundaries: list[ShotBoundary] = []  # since the previous sample
-        self._signature: Signature | None = None  # of the frame just seen
+        self._frame: av.VideoFrame | None = None  # the frame just seen
+        self._signature: Signature | None = None  # its signature, once computed
         # The samples of this chunk and shot that a repeat may point at: (index, signature).
         self._originals: list[tuple[int, Signature]] = []
 
     def see(self, frame: av.VideoFrame, t: float, *, warming: bool) -> bool:
         """Feed one decoded frame; whether it confirms a boundary. While ``warming`` (frames
         a resumed attempt decodes before its resume point) nothing is recorded."""
-        self._signature = None
-        if self._detector is None and self._repeat_max_change <= 0:
+        self._frame, self._signature = frame, None
+        if self._detector is None:  # repeats alone need the signatures of samples only
             return False
         self._signature = signature(frame)
-        if self._detector is None:
-            return False
         boundary = self._detector.feed(t, self._signature)
         if boundary is None or warming:
             return False
@@ -100,8 +99,11 @@ class ShotMarks:
         video's first, or one that carries boundaries) also gets a JPEG thumbnail: it is the
         shot's keyframe (``core.shots``)."""
         sample.boundaries, self._boundaries = tuple(self._boundaries), []
-        sig = self._signature
-        if sig is not None and self._repeat_max_change > 0:
+        if self._repeat_max_change > 0:
+            sig = self._signature
+            if sig is None:
+                assert self._frame is not None, "see() comes before mark()"
+                sig = self._signature = signature(self._frame)
             for index, original in self._originals:
                 if repeats(original, sig, self._repeat_max_change):
                     sample.repeat_of = index

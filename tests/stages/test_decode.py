@@ -296,6 +296,7 @@ def test_version_params() -> None:
             "lag_s": 0.2,
         },
         "repeat_max_change": 8.0,
+        "thumbnail_side": 320,
     }
     assert "sample_fps" not in key.version_params()
     budget = DecodeSampleStage(

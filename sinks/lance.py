@@ -2,8 +2,8 @@
 
 Both tables live under ``StorageSettings.lance_uri`` (a folder or ``s3://bucket/prefix``) and are
 written by upserts keyed by the video, so a write is idempotent and a video re-processed under a
-new pipeline version ends up with exactly its new rows. Only one writer per table should run
-(see ``sinks.writer``): two writers inserting the same new key both succeed and duplicate rows.
+new pipeline version ends up with exactly its new rows (see ``sinks.lance_table``: the keys are
+the tables' primary keys, so racing writers do not duplicate rows).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class LanceSummarySink(Sink):
         return cls(LanceTable.from_settings(storage, "videos"))
 
     def open(self) -> None:
-        self.table.create(videos_schema())
+        self.table.create(videos_schema(), keys=("video_id",))
 
     def write(self, results: Sequence[VideoResult]) -> None:
         results = latest_per_video(results)

@@ -1,8 +1,9 @@
 """A Lance table written by keyed upserts, and the helpers its sinks share.
 
 Upserts are keyed by the video, so a write is idempotent and a video re-processed under a new
-pipeline version ends up with exactly its new rows. Only one writer per table should run (see
-``sinks.writer``): two writers inserting the same new key both succeed and duplicate rows.
+pipeline version ends up with exactly its new rows. The key columns are declared as the table's
+primary key, so writers that race to insert the same new key conflict instead of both inserting
+it; one writer per table (``sinks.writer``) still keeps such conflicts rare.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _REJECTED_MARKERS = (
     *("NoSuchBucket", "AccessDenied", "Access Denied", "InvalidAccessKeyId"),
     *("SignatureDoesNotMatch", "403 Forbidden"),
 )
+# Field metadata that makes columns the table's primary key (see LanceTable._declare_keys).
+_PRIMARY_KEY = b"lance-schema:unenforced-primary-key"
 _CONFLICT_MARKERS = ("Commit conflict", "commit conflict", "Incompatible transaction")
 # Creating a table is not atomic in pylance 14 (see LanceTable.create): creations in this
 # process take turns. Across processes, the single writer per table prevents the race.
@@ -115,6 +118,20 @@ def first_dim(results: Sequence[VideoResult]) -> int | None:
             if frame.embedding is not None:
                 return int(np.asarray(frame.embedding).size)
     return None
+
+
+def _declared(schema: pa.Schema, keys: Sequence[str]) -> bool:
+    return all((schema.field(key).metadata or {}).get(_PRIMARY_KEY) == b"true" for key in keys)
+
+
+def _with_primary_key(schema: pa.Schema, keys: Sequence[str]) -> pa.Schema:
+    for key in keys:
+        index = schema.get_field_index(key)
+        field = schema.field(index)
+        schema = schema.set(
+            index, field.with_metadata({**(field.metadata or {}), _PRIMARY_KEY: b"true"})
+        )
+    return schema
 
 
 class LanceTable:
@@ -219,8 +236,9 @@ class LanceTable:
         if dataset is None:
             if rows.num_rows == 0:
                 return  # nothing to insert and nothing to delete
-            dataset = self.create(rows.schema)
+            dataset = self.create(rows.schema, keys=keys)
         self._evolve(dataset, rows.schema)
+        dataset = self._declare_keys(dataset, keys)
         rows = rows.select([n for n in dataset.schema.names if n in rows.schema.names])
         (
             dataset.merge_insert(keys)
@@ -232,8 +250,9 @@ class LanceTable:
         )
         self._dataset = dataset  # merge_insert moved this handle to the new version
 
-    def create(self, schema: pa.Schema) -> lance.LanceDataset:
-        """The dataset, created empty with ``schema`` if missing.
+    def create(self, schema: pa.Schema, *, keys: Sequence[str] = ()) -> lance.LanceDataset:
+        """The dataset, created empty with ``schema`` if missing, ``keys`` declared as its
+        primary key (see ``_declare_keys``).
 
         Measured with pylance 14: a creation commits as an Overwrite, so two concurrent
         creations with rows can both succeed with one's rows lost (8 of 20 tries). Creating
@@ -243,6 +262,7 @@ class LanceTable:
             dataset = self.open()
             if dataset is not None:
                 return dataset
+            schema = _with_primary_key(schema, keys)
             try:
                 lance.write_dataset(
                     schema.empty_table(), self.uri, schema=schema, mode="create",
@@ -255,6 +275,26 @@ class LanceTable:
         if dataset is None:
             raise SinkUnavailable(f"{self.name}: created but not found at {self.uri}")
         return dataset
+
+    def _declare_keys(self, dataset: lance.LanceDataset, keys: list[str]) -> lance.LanceDataset:
+        """The dataset with its key columns declared as its (unenforced) primary key.
+
+        Declared, Lance checks the keys a merge inserts against those a concurrent commit
+        inserted: two writers inserting the same new key conflict, and the later one retries
+        as an update. Undeclared, both commits touch only fragments of their own, and both
+        succeed with the key twice. Measured with pylance 14: a service process frozen
+        between its read of the table and its commit, then woken, doubled a video's rows in
+        the crash soak; with the keys declared, the same race leaves one row per key.
+        """
+        if _declared(dataset.schema, keys):
+            return dataset
+        try:
+            dataset.update_field_metadata({key: {_PRIMARY_KEY.decode(): "true"} for key in keys})
+        except Exception:
+            latest = self.open()
+            if latest is None or not _declared(latest.schema, keys):
+                raise  # not another writer declaring them at the same moment
+        return self.open() or dataset
 
     def _evolve(self, dataset: lance.LanceDataset, schema: pa.Schema) -> None:
         """Columns added to the code since the table was created are added as nullable."""
@@ -316,7 +356,7 @@ class EmbeddingRowsSink(Sink):
     def open(self) -> None:
         """Create the table now if its embedding dimension is known already."""
         if self._dim is not None:
-            self.table.create(self.schema(self._dim))
+            self.table.create(self.schema(self._dim), keys=self.KEYS)
 
     def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
         return self.table.embedding_dim(self._dim, results)

@@ -76,7 +76,7 @@ class LanceSegmentSink(Sink):
         return cls(LanceTable.from_settings(storage, "segments"))
 
     def open(self) -> None:
-        self.table.create(segments_schema())
+        self.table.create(segments_schema(), keys=self.KEYS)
 
     def write(self, results: Sequence[VideoResult]) -> None:
         results = latest_per_video(results)

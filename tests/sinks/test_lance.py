@@ -14,10 +14,10 @@ from pydantic import SecretStr
 from core.config import StorageSettings
 from core.errors import RetryableError
 from sinks.errors import SinkRejected, SinkUnavailable
-from sinks.lance import LanceFrameSink, LanceSummarySink
+from sinks.lance import LanceFrameSink, LanceSummarySink, frames_schema, videos_schema
 from sinks.lance_table import LanceTable
 from storage.s3 import lance_storage_options
-from tests.sinks import make_result, unit_vectors
+from tests.sinks import DIM, make_result, unit_vectors
 
 
 @pytest.fixture
@@ -235,3 +235,30 @@ def test_compaction_merges_fragments_and_drops_old_versions(tmp_path: Path) -> N
     assert len(dataset.versions()) <= 2
     assert sink.count_rows() == 8
     assert {r["pipeline_version"] for r in sink.frame_rows("v3")} == {"v2"}
+
+
+@pytest.mark.parametrize("made_before_keys_were_declared", [False, True])
+def test_two_writers_inserting_the_same_new_video_leave_one_row_per_key(
+    tmp_path: Path, made_before_keys_were_declared: bool
+) -> None:
+    """A writer whose view of the table is older than another's commit (a process frozen
+    between its read and its commit, then woken) inserts the same new keys: the keys are
+    declared as the table's primary key (also in a table made before they were), so the
+    commits conflict and the later one retries as an update instead of adding the rows
+    again. Undeclared, the video had 10 rows here."""
+    if made_before_keys_were_declared:
+        LanceTable(f"{tmp_path}/frames.lance").create(frames_schema(DIM))
+        LanceTable(f"{tmp_path}/videos.lance").create(videos_schema())
+    first, second = LanceFrameSink(str(tmp_path)), LanceFrameSink(str(tmp_path))
+    first.write([make_result("warm-a", frames=2)])
+    second.write([make_result("warm-b", frames=2, seed=1)])  # each holds its own version now
+    first.write([make_result("twice", frames=5, seed=2)])
+    second.write([make_result("twice", frames=5, seed=2)])  # from a version before that commit
+    assert first.count_rows("twice") == 5
+    assert first.count_rows() == 9
+    summary_a, summary_b = LanceSummarySink(str(tmp_path)), LanceSummarySink(str(tmp_path))
+    summary_a.write([make_result("warm-a", frames=2)])
+    summary_b.write([make_result("warm-b", frames=2)])
+    summary_a.write([make_result("twice", frames=5)])
+    summary_b.write([make_result("twice", frames=5)])
+    assert summary_a.count_rows() == 3

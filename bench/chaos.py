@@ -334,16 +334,23 @@ class _Soak:
         self.counts["rebalances"] += 1
 
     async def _join_and_freeze(self) -> None:
+        """b joins, freezes, wakes (and finds its attempts taken over), then leaves at once:
+        a second consumer working beside a would let the work race past the kills planned
+        for later shares, which only a receives."""
         await self._join()
         for _ in range(self.options.freezes):
             b = await self._joined()
             if b is not None and b.process is not None:  # past its session and its leases
                 await pause(b.process.pid, self.session_s + self.config.runtime.lease_s + 5)
                 self.counts["freezes"] += 1
+        await self._leave()
 
     async def _fire_leave(self) -> None:
         if self.side is not None:
             await self.side
+        await self._leave()
+
+    async def _leave(self) -> None:
         if b := await self._joined():
             self.leave_exit_codes.append(await asyncio.to_thread(b.stop))
             self.counts["rebalances"] += 1

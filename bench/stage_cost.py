@@ -4,7 +4,9 @@
 
 Generates 720p videos with film grain and burned-in text, runs the real stages one video after
 another in this process, and reports CPU milliseconds per sampled frame for each stage (process
-CPU time, so a multi-threaded decoder is charged for every thread), plus wall time.
+CPU time, so a multi-threaded decoder is charged for every thread), plus wall time; then
+decoding alone with shot detection, repeat marking and ``shots`` sampling off and on
+(``decode_variants``: CPU ms per video second, samples, repeats, boundaries).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from core.config import ServiceConfig
 from core.records import VideoRef
 from devkit.samples import write_long_video
+from stages.decode import DecodeSampleStage
 from stages.pipeline import Pipeline
 from stages.runner import SequentialRunner
 
@@ -46,6 +49,10 @@ def measure(videos: int, seconds: float, workdir: Path) -> dict[str, object]:
             cpu[stage] += seconds_cpu
     wall_s = time.monotonic() - started
     runner.teardown()
+    decode_variants = {
+        name: decode_cost(paths, seconds, config, **variant)
+        for name, variant in DECODE_VARIANTS.items()
+    }
     return {
         "videos": videos,
         "video_seconds": seconds,
@@ -54,7 +61,43 @@ def measure(videos: int, seconds: float, workdir: Path) -> dict[str, object]:
         "wall_s": round(wall_s, 2),
         "cpu_s_per_video": round(sum(cpu.values()) / videos, 2),
         "cpu_ms_per_frame": {stage: round(1000 * s / frames, 1) for stage, s in cpu.items()},
+        "decode_variants": decode_variants,
         "cpus": os.cpu_count(),
+    }
+
+
+# What shot detection, repeat marking and shots sampling add to decoding.
+DECODE_VARIANTS: dict[str, dict[str, object]] = {
+    "plain": {"shot_detection": False, "repeat_max_change": 0.0},
+    "shots_found": {"shot_detection": True, "repeat_max_change": 0.0},
+    "shots_and_repeats": {"shot_detection": True, "repeat_max_change": 8.0},
+    "shots_mode": {"sample_mode": "shots", "repeat_max_change": 8.0},
+}
+
+
+def decode_cost(
+    paths: list[Path], seconds: float, config: ServiceConfig, **stages: object
+) -> dict[str, float]:
+    """Decoding alone under one variant of the stage settings: CPU per video second, samples,
+    repeats and boundaries found."""
+    settings = config.stages.model_copy(update=stages)
+    decode = DecodeSampleStage(settings, config.limits)
+    fetch = Pipeline.from_config(config).fetch
+    samples = repeats = boundaries = 0
+    started = time.process_time()
+    for i, path in enumerate(paths):
+        video = fetch.process_batch([VideoRef(video_id=f"v{i}", uri=path.resolve().as_uri())])[0]
+        for chunk in decode.stream(video):
+            samples += len(chunk.frames)
+            repeats += sum(1 for f in chunk.frames if f.repeat_of is not None)
+            boundaries += sum(len(f.boundaries) for f in chunk.frames)
+        fetch.release(video)
+    cpu_s = time.process_time() - started
+    return {
+        "cpu_ms_per_video_s": round(1000 * cpu_s / (seconds * len(paths)), 2),
+        "samples": samples,
+        "repeats": repeats,
+        "boundaries": boundaries,
     }
 
 

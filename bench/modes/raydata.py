@@ -58,6 +58,9 @@ class DecodeUdf:
 
     def __init__(self, config_json: str, spans: str, frames_per_block: int) -> None:
         config = ServiceConfig.model_validate_json(config_json)
+        # A Ray Data pipeline analyses every sampled frame: each row carries its pixels.
+        stages = config.stages.model_copy(update={"repeat_max_change": 0.0})
+        config = config.model_copy(update={"stages": stages})
         pipeline = Pipeline.from_config(config)
         self._fetch, self._decode = pipeline.fetch, pipeline.decode
         self._fetch.setup()

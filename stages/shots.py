@@ -246,7 +246,10 @@ def _transition(
         pairs = zip(times, progress, strict=True)
         return next((t for t, done in pairs if done >= share), times[-1])
 
-    return _boundary(reached(0.5), "gradual", total, reached(0.1), reached(0.9))
+    begins, middle, ends = reached(0.1), reached(0.5), reached(0.9)
+    if begins == ends:  # no frame in between: a cut too faint for the cut test (navy to black)
+        return _boundary(middle, "cut", total, middle, middle)
+    return _boundary(middle, "gradual", total, begins, ends)
 
 
 def _boundary(t: float, kind: str, amount: float, start: float, end: float) -> ShotBoundary:

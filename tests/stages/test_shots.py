@@ -14,6 +14,7 @@ from PIL import Image as PILImage
 from bench.quality_media import EditTruth, Shot, write_edit
 from checkpoint.chunk_store import decode_chunk, encode_chunk
 from core.records import Frame, OcrLine
+from devkit.samples import Scene, write_video
 from stages.decode import DecodeSampleStage
 from stages.shots import ShotDetector, signature
 from tests.stages.test_decode import LIMITS, local, settings
@@ -174,3 +175,12 @@ def test_each_shot_starts_with_a_thumbnail_that_survives_the_chunk_store(
         assert [f.thumbnail for f in restored.frames] == [f.thumbnail for f in chunk.frames]
         assert [f.boundaries for f in restored.frames] == [f.boundaries for f in chunk.frames]
         assert [f.repeat_of for f in restored.frames] == [f.repeat_of for f in chunk.frames]
+
+
+def test_a_faint_cut_is_a_cut(tmp_path: Path) -> None:
+    """Navy to black changes too little for the cut test; the transition test finds it, with
+    no frame in between, so it is a cut all the same (as in the demo's lecture video)."""
+    scenes = [Scene(("人工智能",), 2.0, (20, 30, 90)), Scene(("QUESTIONS?",), 2.0, (15, 15, 15))]
+    path = write_video(tmp_path / "faint.mp4", scenes, size=(320, 180))
+    frames = frames_of(DecodeSampleStage(settings(), LIMITS), path)
+    assert [(round(t, 2), kind) for t, kind in found(frames)] == [(2.0, "cut")]

@@ -185,15 +185,7 @@ def _results(context: Context) -> ObjectStore:
 
 def result_body(document: dict[str, Any], *, frames: bool) -> VideoResultDocument:
     """The answer made of a stored result document (``sinks/object_store.py``)."""
-    # A document written before spans or shots were: the same made now from its frames.
-    frames_read = [Frame.from_json(raw) for raw in document["frames"]]
-    spans = document.get("text_spans")
-    if spans is None:
-        spans = [span.to_json() for span in text_spans(frames_read)]
-    shots = document.get("shots")
-    if shots is None:
-        duration = float(document["probe"]["duration_s"])
-        shots = [shot.to_json() for shot in video_shots(frames_read, duration)]
+    spans, shots = _stored_spans(document), _stored_shots(document)
     video = document["video"]
     path = f"/v1/videos/{quote(video['video_id'], safe='')}/shots"
     return VideoResultDocument(
@@ -220,10 +212,31 @@ def result_body(document: dict[str, Any], *, frames: bool) -> VideoResultDocumen
     )
 
 
+# A document written before spans or shots were gets them made now from its frames; the
+# frames are read only then (they are most of a long video's document).
+def _stored_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
+    spans: list[dict[str, Any]] | None = document.get("text_spans")
+    if spans is None:
+        spans = [span.to_json() for span in text_spans(_stored_frames(document))]
+    return spans
+
+
+def _stored_shots(document: dict[str, Any]) -> list[dict[str, Any]]:
+    shots: list[dict[str, Any]] | None = document.get("shots")
+    if shots is None:
+        duration = float(document["probe"]["duration_s"])
+        shots = [shot.to_json() for shot in video_shots(_stored_frames(document), duration)]
+    return shots
+
+
+def _stored_frames(document: dict[str, Any]) -> list[Frame]:
+    return [Frame.from_json(raw) for raw in document["frames"]]
+
+
 def _cues(document: dict[str, Any], track: Track) -> list[Cue]:
     if track == "text":
-        body = result_body(document, frames=False)
-        return [Cue(span.start_s, span.end_s, span.text) for span in body.text_spans]
+        spans = _stored_spans(document)
+        return [Cue(float(s["start_s"]), float(s["end_s"]), str(s["text"])) for s in spans]
     segments = (document.get("speech") or {}).get("segments") or []
     return [Cue(float(s["start_s"]), float(s["end_s"]), str(s["text"])) for s in segments]
 

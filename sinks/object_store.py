@@ -79,13 +79,13 @@ def result_document(result: VideoResult) -> dict[str, Any]:
 
 def shot_entries(result: VideoResult) -> list[dict[str, Any]]:
     """The shots, each with the key of its keyframe's thumbnail (None without one)."""
-    ref = result.ref
+    ref, version = result.ref, _decode_version(result)
     thumbnails = {f.index for f in result.frames if f.thumbnail is not None}
     shots = []
     for shot in video_shots(result.frames, result.probe.duration_s):
         key = None
         if shot.keyframe is not None and shot.keyframe in thumbnails:
-            key = thumbnail_key(ref.tenant, ref.video_id, _decode_version(result), shot.keyframe)
+            key = thumbnail_key(ref.tenant, ref.video_id, version, shot.keyframe)
         shots.append({**shot.to_json(), "thumbnail": key})
     return shots
 

@@ -351,10 +351,11 @@ async def test_a_done_videos_result_shows_its_shots_and_text(page: Page, browser
     done = await _until(lambda: _texts(browser, "#done .video-id"), "done videos")
     assert sorted(done) == ["done-1", "done-2"]
 
-    def open_done_1() -> None:
-        browser.find_element(By.CSS_SELECTOR, '#done li[data-video-id="done-1"] button').click()
+    def open_result(video_id: str) -> None:
+        selector = f'#done li[data-video-id="{video_id}"] button'
+        browser.find_element(By.CSS_SELECTOR, selector).click()
 
-    await asyncio.to_thread(open_done_1)
+    await asyncio.to_thread(open_result, "done-1")
     shots = await _until(lambda: _texts(browser, "#shots li"), "the shots")
     assert [text.split("\n")[-1] for text in shots] == [
         "0:00.0–0:01.5 · start",
@@ -374,9 +375,6 @@ async def test_a_done_videos_result_shows_its_shots_and_text(page: Page, browser
     assert link.endswith("/v1/videos/done-1/result.vtt?track=text")
 
     # A done video without a stored result: the page says why and keeps working.
-    def open_done_2() -> None:
-        browser.find_element(By.CSS_SELECTOR, '#done li[data-video-id="done-2"] button').click()
-
-    await asyncio.to_thread(open_done_2)
+    await asyncio.to_thread(open_result, "done-2")
     error = await _until(lambda: browser.find_element(By.ID, "error").text, "an error line")
     assert "result" in error

@@ -166,6 +166,23 @@ class StageSettings(BaseSettings):
     vlm_threads: int = Field(default=1, ge=1)  # torch CPU threads (transformers engine)
 
 
+class AsrSettings(BaseSettings):
+    """Speech recognition on the audio track (``REELSENSE_ASR_*``); all but ``cpu_threads``
+    feed the pipeline version."""
+
+    model_config = _settings("ASR_")
+
+    enabled: bool = True  # a video without an audio track costs nothing: no model is loaded
+    model_path: str | None = None  # a local CTranslate2 Whisper folder; None: bundled tiny.en
+    # ISO 639-1 code the model decodes with; None detects it per window (multilingual models).
+    language: str | None = None
+    cpu_threads: int = Field(default=1, ge=1)  # CTranslate2 threads; size to the replica's CPUs
+    vad_filter: bool = True  # decode only what Silero VAD hears as speech
+    word_timestamps: bool = True  # word start/end times: measured ~5-10% more CPU per window
+    # Audio per call, and per checkpoint: Whisper sees 30 s at most.
+    window_s: float = Field(default=30.0, gt=0, le=30.0)
+
+
 class PoolSettings(BaseModel):
     """Resources and replicas of one stage pool on Ray. A resource left unset is what the
     stage declares (``Stage.resources``)."""
@@ -362,6 +379,7 @@ class ServiceConfig(BaseModel):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     stages: StageSettings = Field(default_factory=StageSettings)
+    asr: AsrSettings = Field(default_factory=AsrSettings)
     ray: RaySettings = Field(default_factory=RaySettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     api: ApiSettings = Field(default_factory=ApiSettings)

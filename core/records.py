@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from core.speech import Speech
+
 Image = npt.NDArray[np.uint8]  # H x W x 3, RGB
 Vector = npt.NDArray[np.float32]
 
@@ -208,6 +210,7 @@ class VideoResult:
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
     epoch: int | None = None  # the owner epoch of the attempt that made it (fencing)
     stage_versions: Mapping[str, str] = field(default_factory=dict)  # see ``Lineage``
+    speech: Speech | None = None  # None when speech recognition is off
 
     @property
     def text(self) -> str:
@@ -234,6 +237,7 @@ class EarlierResult:
     probe: ProbeInfo | None = None
     stage_versions: Mapping[str, str] = field(default_factory=dict)
     frames: list[Frame] = field(default_factory=list)
+    speech: Speech | None = None
 
 
 @dataclass(frozen=True)

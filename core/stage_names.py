@@ -9,8 +9,9 @@ DECODE: Final = "decode"
 OCR: Final = "ocr"
 VLM: Final = "vlm"
 EMBED: Final = "embed"
+SPEECH: Final = "speech"  # the audio track, beside the frames
 
 #: Every stage, in pipeline order.
-ALL: Final = (FETCH, DECODE, OCR, VLM, EMBED)
+ALL: Final = (FETCH, DECODE, OCR, VLM, EMBED, SPEECH)
 #: The stages that may run inside the decode replicas (``PoolSettings.fuse``).
 FUSABLE: Final = (OCR, VLM, EMBED)

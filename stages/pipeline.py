@@ -20,11 +20,13 @@ from typing import Any
 
 from core.config import ServiceConfig
 from core.records import Chunk, ProbeInfo
+from core.stage_names import EMBED, SPEECH
 from stages.base import Stage
 from stages.decode import DecodeSampleStage
 from stages.embed import EmbedStage
 from stages.fetch import FetchProbeStage
 from stages.ocr import OcrStage
+from stages.speech import SpeechStage
 from stages.vlm import VlmStage
 
 
@@ -36,6 +38,7 @@ class Pipeline:
     decode: DecodeSampleStage
     image_stages: tuple[Stage[Chunk, Chunk], ...]  # read pixels; run side by side per chunk
     embed: Stage[Chunk, Chunk] | None
+    speech: SpeechStage | None = None  # the audio track, beside the frames
 
     @classmethod
     def from_config(cls, config: ServiceConfig) -> Pipeline:
@@ -48,6 +51,7 @@ class Pipeline:
             decode=DecodeSampleStage(stages, config.limits),
             image_stages=tuple(image),
             embed=EmbedStage(stages),
+            speech=SpeechStage(config.asr, config.limits) if config.asr.enabled else None,
         )
 
     @property
@@ -56,8 +60,9 @@ class Pipeline:
 
     @cached_property
     def lineage(self) -> Lineage:
-        """Stage versions (fetching does not change what is found, so it has none). Computed
-        once: the stages' parameters are fixed when the pipeline is built."""
+        """Stage versions (fetching does not change what is found, so it has none; speech
+        reads the audio, not the decoded frames). Computed once: the stages' parameters are
+        fixed when the pipeline is built."""
         decode = _digest({"params": self.decode.version_params()})
         versions = {self.decode.name: decode}
         for stage in self.image_stages:
@@ -67,6 +72,8 @@ class Pipeline:
             versions[self.embed.name] = _digest(
                 {"params": self.embed.version_params(), "reads": reads}
             )
+        if self.speech is not None:
+            versions[self.speech.name] = _digest({"params": self.speech.version_params()})
         return Lineage(
             versions=versions,
             fills={stage.name: stage.fills for stage in self.image_stages},
@@ -74,7 +81,8 @@ class Pipeline:
         )
 
     def all_stages(self) -> list[Stage[Any, Any]]:
-        return [self.fetch, self.decode, *self.image_stages, *([self.embed] if self.embed else [])]
+        optional = [stage for stage in (self.embed, self.speech) if stage is not None]
+        return [self.fetch, self.decode, *self.image_stages, *optional]
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,21 @@ class Lineage:
         return frozenset(
             name for name in self.fills if earlier.get(name) == self.versions.get(name)
         )
+
+    def embeddings_reusable(self, earlier: Mapping[str, str]) -> bool:
+        """Whether the embeddings of a result made with stage versions ``earlier`` are what
+        the embedder would compute now (its version covers the text it reads)."""
+        return EMBED in self.versions and earlier.get(EMBED) == self.versions[EMBED]
+
+    @property
+    def speech(self) -> bool:
+        """Whether speech is recognised."""
+        return SPEECH in self.versions
+
+    def speech_reusable(self, earlier: Mapping[str, str]) -> bool:
+        """Whether the speech of a result made with stage versions ``earlier`` is what
+        recognition would give now."""
+        return self.speech and earlier.get(SPEECH) == self.versions[SPEECH]
 
 
 def _digest(described: Mapping[str, Any]) -> str:

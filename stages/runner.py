@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from core.records import Chunk, VideoRef, VideoResult
+from core.speech import Speech, heard
 from core.stage_names import DECODE, FETCH
 from stages.pipeline import Pipeline
 
@@ -46,6 +47,7 @@ class SequentialRunner:
         video = pipeline.fetch.process_batch([ref])[0]
         timings[FETCH] += time.process_time() - started
         frames = []
+        speech: Speech | None = None
         try:
             chunks = pipeline.decode.stream(video)
             while True:
@@ -55,6 +57,10 @@ class SequentialRunner:
                 if chunk is None:
                     break
                 frames.extend(self._enrich(chunk, timings).frames)
+            if pipeline.speech is not None:
+                mark = time.process_time()
+                speech = heard(pipeline.speech.stream(video))
+                timings[pipeline.speech.name] += time.process_time() - mark
         finally:
             pipeline.fetch.release(video)
         lineage = pipeline.lineage
@@ -66,6 +72,7 @@ class SequentialRunner:
             completed_at=datetime.now(UTC),
             timings=dict(timings),  # CPU seconds of this process per stage
             stage_versions=lineage.versions,
+            speech=speech,
         )
 
     def _enrich(self, chunk: Chunk, timings: dict[str, float]) -> Chunk:

@@ -92,6 +92,19 @@ def test_words_have_ordered_times_inside_their_segment(transcript: Transcript) -
     assert starts == sorted(starts)
 
 
+def test_each_sentence_is_its_own_segment_timed_by_its_words(transcript: Transcript) -> None:
+    # Two sentences: Whisper decodes them as one run, the engine splits it after the first.
+    assert len(transcript.segments) == 2, [s.text for s in transcript.segments]
+    first, second = transcript.segments
+    assert first.text.endswith(".")
+    assert normalise(second.text).startswith("pleaseopen")
+    for segment in transcript.segments:
+        assert segment.start_s == segment.words[0].start_s
+        assert segment.end_s == segment.words[-1].end_s
+        assert normalise(segment.text) == normalise("".join(w.text for w in segment.words))
+    assert first.end_s <= second.start_s
+
+
 def test_offset_shifts_every_time_and_nothing_else(
     engine: AsrEngine, speech: np.ndarray, transcript: Transcript
 ) -> None:

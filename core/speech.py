@@ -1,0 +1,249 @@
+"""What was said in a video: timed segments and words, per audio window and for the whole video.
+
+Speech recognition works on windows of the audio track (``stages.audio``). Each window's
+transcript is a ``SpeechPart``, persisted like a chunk of frames so that an interrupted video
+resumes after the last window it finished; a ``SpeechEnd`` closes the track (how many windows
+it had, or why it could not be read to the end). ``Speech`` is the video's whole transcript,
+made from them, as the result document and the API carry it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SpeechStatus = Literal["done", "no_audio", "failed"]
+
+
+@dataclass(frozen=True)
+class SpokenWord:
+    text: str
+    start_s: float
+    end_s: float
+    probability: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "probability": self.probability,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SpokenWord:
+        return cls(
+            text=str(raw["text"]),
+            start_s=float(raw["start_s"]),
+            end_s=float(raw["end_s"]),
+            probability=float(raw["probability"]),
+        )
+
+
+@dataclass(frozen=True)
+class SpeechSegment:
+    """A stretch of speech, in seconds on the video's timeline.
+
+    ``avg_logprob`` (mean token log-probability, near 0 is confident) and ``no_speech_prob``
+    are Whisper's own; ``words`` is empty unless word timestamps are on.
+    """
+
+    start_s: float
+    end_s: float
+    text: str
+    avg_logprob: float
+    no_speech_prob: float
+    words: tuple[SpokenWord, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "text": self.text,
+            "avg_logprob": self.avg_logprob,
+            "no_speech_prob": self.no_speech_prob,
+            "words": [word.to_json() for word in self.words],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SpeechSegment:
+        return cls(
+            start_s=float(raw["start_s"]),
+            end_s=float(raw["end_s"]),
+            text=str(raw["text"]),
+            avg_logprob=float(raw["avg_logprob"]),
+            no_speech_prob=float(raw["no_speech_prob"]),
+            words=tuple(SpokenWord.from_json(word) for word in raw.get("words") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What was said in one stretch of audio. ``language`` is what the model decoded with
+    (the one asked for, or detected; always "en" for an English-only model)."""
+
+    language: str
+    language_probability: float
+    segments: list[SpeechSegment]
+
+    @property
+    def text(self) -> str:
+        return " ".join(segment.text for segment in self.segments)
+
+
+@dataclass(frozen=True)
+class SpeechPart:
+    """The transcript of one window of a video's audio track (the ``index``-th, from 0)."""
+
+    video_id: str
+    index: int
+    start_s: float
+    end_s: float
+    language: str
+    language_probability: float
+    segments: tuple[SpeechSegment, ...]
+    seconds: float = 0.0  # what recognising it took (wall time in the worker)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "video_id": self.video_id,
+            "index": self.index,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "language": self.language,
+            "language_probability": self.language_probability,
+            "segments": [segment.to_json() for segment in self.segments],
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SpeechPart:
+        return cls(
+            video_id=str(raw["video_id"]),
+            index=int(raw["index"]),
+            start_s=float(raw["start_s"]),
+            end_s=float(raw["end_s"]),
+            language=str(raw["language"]),
+            language_probability=float(raw["language_probability"]),
+            segments=tuple(SpeechSegment.from_json(s) for s in raw["segments"]),
+            seconds=float(raw.get("seconds") or 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class SpeechEnd:
+    """The end of a video's audio track: ``parts`` windows in all (0 without audio), or the
+    reason the track could not be read past them (``error_code``, ``error_message``)."""
+
+    video_id: str
+    parts: int
+    has_audio: bool = True
+    error_code: str | None = None
+    error_message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "video_id": self.video_id,
+            "parts": self.parts,
+            "has_audio": self.has_audio,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SpeechEnd:
+        return cls(
+            video_id=str(raw["video_id"]),
+            parts=int(raw["parts"]),
+            has_audio=bool(raw["has_audio"]),
+            error_code=raw.get("error_code"),
+            error_message=raw.get("error_message"),
+        )
+
+
+SpeechItem = SpeechPart | SpeechEnd
+
+
+@dataclass(frozen=True)
+class Speech:
+    """A video's transcript. ``status``: ``done``; ``no_audio`` (the video has no audio
+    track); ``failed`` (the track could not be read to its end: ``segments`` hold what came
+    before, ``error_code`` and ``error_message`` say why). ``language`` is the one most of the
+    speech was decoded with; ``audio_s`` the seconds of audio transcribed."""
+
+    status: SpeechStatus
+    segments: tuple[SpeechSegment, ...] = ()
+    language: str | None = None
+    audio_s: float = 0.0
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @classmethod
+    def assemble(cls, parts: Sequence[SpeechPart], end: SpeechEnd) -> Speech:
+        """The video's speech from its windows' transcripts (in any order) and its end."""
+        ordered = sorted(parts, key=lambda part: part.index)
+        status: SpeechStatus = "done"
+        if end.error_code is not None:
+            status = "failed"
+        elif not end.has_audio:
+            status = "no_audio"
+        return cls(
+            status=status,
+            segments=tuple(segment for part in ordered for segment in part.segments),
+            language=_main_language(ordered),
+            audio_s=sum(part.end_s - part.start_s for part in ordered),
+            error_code=end.error_code,
+            error_message=end.error_message,
+        )
+
+    @property
+    def text(self) -> str:
+        return " ".join(segment.text for segment in self.segments)
+
+    def to_json(self) -> dict[str, Any]:
+        error = None
+        if self.error_code is not None:
+            error = {"code": self.error_code, "message": self.error_message or ""}
+        return {
+            "status": self.status,
+            "language": self.language,
+            "audio_s": self.audio_s,
+            "segments": [segment.to_json() for segment in self.segments],
+            "error": error,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Speech:
+        error = raw.get("error") or {}
+        status = str(raw["status"])
+        if status not in ("done", "no_audio", "failed"):
+            raise ValueError(f"unknown speech status {status!r}")
+        return cls(
+            status=status,  # type: ignore[arg-type]  # checked above
+            segments=tuple(SpeechSegment.from_json(s) for s in raw.get("segments") or ()),
+            language=raw.get("language"),
+            audio_s=float(raw.get("audio_s") or 0.0),
+            error_code=error.get("code"),
+            error_message=error.get("message"),
+        )
+
+
+def heard(items: Iterable[SpeechItem]) -> Speech:
+    """The speech of a whole track's items (its windows, then its end)."""
+    parts: list[SpeechPart] = []
+    for item in items:
+        if isinstance(item, SpeechEnd):
+            return Speech.assemble(parts, item)
+        parts.append(item)
+    raise ValueError("the speech items ended without a SpeechEnd")
+
+
+def _main_language(parts: Sequence[SpeechPart]) -> str | None:
+    """The language of most of the speech (by the duration of the segments decoded in it)."""
+    spoken: dict[str, float] = defaultdict(float)
+    for part in parts:
+        for segment in part.segments:
+            spoken[part.language] += segment.end_s - segment.start_s
+    return max(spoken, key=lambda language: spoken[language]) if spoken else None

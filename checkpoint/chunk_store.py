@@ -4,7 +4,9 @@ A chunk's outputs are written here before the checkpoint records the chunk as do
 attempt that resumes a video takes finished chunks from here instead of recomputing them; the
 objects alone are enough (a chunk object exists only once complete), so chunks finished before
 Redis lost its state are found too.
-Keys are deterministic: ``chunks/{video_id}/{pipeline_version}/{index:06d}.json``.
+Keys are deterministic: ``chunks/{video_id}/{pipeline_version}/{index:06d}.json``. The
+transcripts of the audio track's windows are kept the same way, beside them
+(``speech-{index:06d}.json``, and ``speech-end.json`` once the track is read to its end).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.records import Chunk, Frame
+from core.speech import SpeechEnd, SpeechItem, SpeechPart
 from storage.base import ObjectStore
 
 PREFIX = "chunks"
@@ -52,6 +55,30 @@ class ChunkStore:
             if name.isdigit():
                 found.add(int(name))
         return found
+
+    def put_speech(self, pipeline_version: str, item: SpeechItem) -> None:
+        name = "speech-end" if isinstance(item, SpeechEnd) else f"speech-{item.index:06d}"
+        key = f"{self.prefix(item.video_id, pipeline_version)}{name}.json"
+        data = json.dumps(item.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
+        self._objects.put_bytes(key, data, content_type="application/json")
+
+    def speech(
+        self, video_id: str, pipeline_version: str
+    ) -> tuple[dict[int, SpeechPart], SpeechEnd | None]:
+        """The video's persisted window transcripts by index, and the track's end if reached."""
+        prefix = f"{self.prefix(video_id, pipeline_version)}speech-"
+        parts: dict[int, SpeechPart] = {}
+        end: SpeechEnd | None = None
+        for key in self._objects.list(prefix):
+            data = self._objects.get_bytes(key)
+            if data is None:  # removed since it was listed
+                continue
+            if key.endswith("speech-end.json"):
+                end = SpeechEnd.from_json(json.loads(data))
+            else:
+                part = SpeechPart.from_json(json.loads(data))
+                parts[part.index] = part
+        return parts, end
 
     def delete_video(self, video_id: str, pipeline_version: str) -> int:
         """Remove every persisted chunk of the video; returns how many there were."""

@@ -4,6 +4,7 @@ decoding resumes and how many videos decode at once."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Collection
 
 from checkpoint.base import CheckpointStore
@@ -26,6 +27,8 @@ from runtime.video_run import VideoRun
 from stages.pipeline import Lineage
 from stages.sampling import ResumePoint
 
+log = logging.getLogger(__name__)
+
 
 class ChunkStages:
     """Takes one chunk of the ingest stream to persisted: the image stages' outputs (from
@@ -46,12 +49,40 @@ class ChunkStages:
         self._version = lineage.version
         self._analysed_fields = lineage.analysed_fields
 
+    async def restore(self, run: VideoRun) -> dict[int, Chunk]:
+        """Chunks an earlier attempt persisted, read back and recorded as restored."""
+        if self._chunks is None:
+            return {}
+        video_id = run.ref.video_id
+        indexes = await self._store.chunks_done(video_id)
+        # Chunks persisted but not recorded: the process died in between, or Redis lost them.
+        indexes |= await asyncio.to_thread(self._chunks.indexes, video_id, self._version)
+        restored: dict[int, Chunk] = {}
+        for index in sorted(indexes):
+            chunk = await asyncio.to_thread(self._chunks.get, video_id, self._version, index)
+            if chunk is not None:
+                restored[index] = chunk
+        for chunk in restored.values():
+            run.restored(chunk)
+            await self._store.mark_chunk(
+                video_id, run.epoch, chunk.index, restored=True, total=run.total
+            )
+        if restored:
+            log.info("video %s: resuming with %d chunks already done", video_id, len(restored))
+            for stage in (
+                *self._executor.image_stages,
+                *([EMBED] if self._executor.embeds else []),
+            ):
+                await run.progress(stage, len(restored), run.total)
+                run.done[stage] = len(restored)
+        return restored
+
     async def run(self, run: VideoRun, ticket: IngestChunk, reuse: ReusePlan) -> Chunk:
         chunk = await self._analysed(run, ticket, reuse)
         chunk = chunk.with_repeats_filled(self._analysed_fields)
         for stage in self._executor.image_stages:
             await run.stage_done(stage)
-        chunk = await self._embedded(run, ticket, chunk)
+        chunk = await self._embedded(run, ticket, chunk, reuse)
         await self._persist(run, chunk)
         return chunk
 
@@ -93,11 +124,14 @@ class ChunkStages:
             )
         )
 
-    async def _embedded(self, run: VideoRun, ticket: IngestChunk, chunk: Chunk) -> Chunk:
-        """The chunk embedded (unless the decoder did it); as it is without an embedder."""
+    async def _embedded(
+        self, run: VideoRun, ticket: IngestChunk, chunk: Chunk, reuse: ReusePlan
+    ) -> Chunk:
+        """The chunk embedded (unless the decoder did it, or its embeddings are taken from the
+        earlier result); as it is without an embedder."""
         if not self._executor.embeds:
             return chunk
-        if EMBED not in ticket.applied:
+        if EMBED not in ticket.applied and not reuse.embeddings:
             chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
         await run.stage_done(EMBED)
         return chunk

@@ -7,16 +7,21 @@ classes: ``LocalExecutor`` (in this process, threads; unit tests and baselines) 
 An ingest stream yields the video, then one ticket per chunk, of one of three kinds:
 ``PooledChunk`` (pixels for the image stages to read), ``FusedChunk`` (every image stage ran
 inside the decoder: outputs, no pixels) or ``ReplayedChunk`` (a chunk of an earlier result).
+When speech is asked for, the transcripts of the audio track's windows (``SpeechPart``) come
+between the tickets as they are recognised, and its ``SpeechEnd`` after them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from core.records import Chunk, EarlierResult, Frame, LocalVideo, VideoRef, VideoResult
+from core.speech import SpeechItem
 from stages.sampling import ResumePoint
 
 if TYPE_CHECKING:
@@ -83,7 +88,50 @@ class ReplayedChunk(ChunkTicket):
 
 
 IngestChunk = PooledChunk | FusedChunk | ReplayedChunk
-IngestItem = LocalVideo | IngestChunk
+IngestItem = LocalVideo | IngestChunk | SpeechItem
+T = TypeVar("T")
+
+
+async def with_speech(
+    tickets: AsyncIterator[T], speech: Iterator[SpeechItem] | None, stop: threading.Event
+) -> AsyncIterator[T | SpeechItem]:
+    """``tickets``, with ``speech`` read in a worker thread meanwhile: what it has heard is
+    put between the tickets, the rest follows the last one. Decoding never waits for speech
+    recognition (nor the reverse) until the tickets end. An error of ``speech`` ends the
+    stream as soon as it is seen. On the way out ``stop`` is set and the window under
+    recognition is let finish (the file it reads is removed after this returns)."""
+    if speech is None:
+        async for ticket in tickets:
+            yield ticket
+        return
+    heard: asyncio.Queue[SpeechItem | None] = asyncio.Queue()
+
+    async def listen() -> None:
+        try:
+            while (item := await asyncio.to_thread(next, speech, None)) is not None:
+                heard.put_nowait(item)
+        finally:
+            heard.put_nowait(None)
+
+    listening = asyncio.create_task(listen())
+    ended = False  # the listener has put its last item
+    try:
+        async for ticket in tickets:
+            while not heard.empty():
+                if (item := heard.get_nowait()) is None:
+                    ended = True
+                    await listening  # raises its error
+                else:
+                    yield item
+            yield ticket
+        while not ended and (item := await heard.get()) is not None:
+            yield item
+        await listening  # raises its error
+    finally:
+        stop.set()
+        await asyncio.wait([listening])
+        if not listening.cancelled():
+            listening.exception()  # seen: an error after the stream's own is not logged
 
 
 def merge_outputs(outputs: list[Chunk]) -> Chunk:
@@ -112,13 +160,18 @@ class StageExecutor(ABC):
 
     @abstractmethod
     def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
+        self,
+        ref: VideoRef,
+        resume: ResumePoint | None = None,
+        inline: Collection[str] = (),
+        speech_from: int | None = None,
     ) -> AsyncIterator[IngestItem]:
         """Fetch and probe the video (yield its ``LocalVideo`` first), then decode and sample it
         (from ``resume`` on), yielding a ticket per chunk as soon as the chunk is ready: a
         ``PooledChunk``, or a ``FusedChunk`` once every image stage is in ``inline``. The
         stages of ``inline`` (a subset of ``self.inline``, the embedder only with every image
-        stage) run on each chunk before its ticket is yielded."""
+        stage) run on each chunk before its ticket is yielded. ``speech_from``: recognise the
+        speech of the audio track from that window on (see ``with_speech``); None: none."""
 
     @abstractmethod
     async def analyse(self, stage: str, ticket: PooledChunk) -> Chunk:

@@ -7,11 +7,12 @@ so a stage's error is always that chunk's own.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Collection, Iterator
 
 from core.config import ServiceConfig
-from core.records import Chunk, EarlierResult, VideoRef, VideoResult
-from runtime.executor import IngestItem, PooledChunk, StageExecutor
+from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
+from runtime.executor import IngestItem, PooledChunk, StageExecutor, with_speech
 from runtime.result_writer import FencedResultWriter
 from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
@@ -32,20 +33,34 @@ class LocalExecutor(StageExecutor):
             stage.setup()
 
     async def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
+        self,
+        ref: VideoRef,
+        resume: ResumePoint | None = None,
+        inline: Collection[str] = (),
+        speech_from: int | None = None,
     ) -> AsyncIterator[IngestItem]:
         pipeline = self._pipeline
         video = (await asyncio.to_thread(pipeline.fetch.process_batch, [ref]))[0]
         yield video
+        stop = threading.Event()
+        speech = None
+        if speech_from is not None and pipeline.speech is not None:
+            speech = pipeline.speech.stream(video, speech_from, stop)
         try:
-            chunks: Iterator[Chunk] = pipeline.decode.stream_from(video, resume)
-            while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
-                assert isinstance(chunk, Chunk)
-                yield PooledChunk(
-                    chunk.video_id, chunk.index, len(chunk.frames), chunk.last, pixels=chunk
-                )
+            async for item in with_speech(self._tickets(video, resume), speech, stop):
+                yield item
         finally:
             await asyncio.to_thread(pipeline.fetch.release, video)
+
+    async def _tickets(
+        self, video: LocalVideo, resume: ResumePoint | None
+    ) -> AsyncIterator[PooledChunk]:
+        chunks: Iterator[Chunk] = self._pipeline.decode.stream_from(video, resume)
+        while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
+            assert isinstance(chunk, Chunk)
+            yield PooledChunk(
+                chunk.video_id, chunk.index, len(chunk.frames), chunk.last, pixels=chunk
+            )
 
     async def analyse(self, stage: str, ticket: PooledChunk) -> Chunk:
         assert isinstance(ticket.pixels, Chunk)  # in this process, the chunk itself

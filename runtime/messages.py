@@ -7,6 +7,7 @@ from urllib.parse import quote
 
 from core.records import VideoResult
 from core.shots import video_shots
+from core.speech import Speech
 from sinks.object_store import document_key
 
 # The start of the text a `video.done` message carries; the rest is in the result document.
@@ -27,10 +28,26 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
         "text_lines": text.count("\n") + 1 if text else 0,
         "text_chars": len(text),
         "shots": len(video_shots(result.frames, result.probe.duration_s)),
+        "speech": _speech_summary(result.speech),
         "timings": result.timings,
         "result": {
             "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
             "api": f"/v1/videos/{quote(ref.video_id, safe='')}/result",
             "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
         },
+    }
+
+
+def _speech_summary(speech: Speech | None) -> dict[str, Any] | None:
+    """How the speech went and the start of what was said (the transcript is in the result)."""
+    if speech is None:
+        return None
+    text = speech.text
+    return {
+        "status": speech.status,
+        "language": speech.language,
+        "segments": len(speech.segments),
+        "text": text[:DONE_TEXT_CHARS],
+        "text_truncated": len(text) > DONE_TEXT_CHARS,
+        "error": speech.to_json()["error"],
     }

@@ -37,6 +37,7 @@ from core.errors import (
 )
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
 from core.retry import RetryFailure, RetryPolicy
+from core.speech import Speech, SpeechEnd, SpeechPart
 from core.stage_names import DECODE, EMBED, FETCH
 from core.urls import redact_url
 from runtime.chunk_stages import ChunkStages, decoding, resume_point
@@ -45,8 +46,10 @@ from runtime.lease import Superseded, claim_when_free, holding, owner_id
 from runtime.messages import done_message_data
 from runtime.metrics import PipelineMetrics
 from runtime.reuse import ReusePlan
+from runtime.speech_track import SpeechTrack
 from runtime.video_run import VideoRun
 from stages.pipeline import Lineage
+from stages.sampling import NOTHING_TO_DECODE
 
 log = logging.getLogger(__name__)
 
@@ -207,12 +210,16 @@ class VideoProcessor:
         reuse = self._plan_reuse(ref, earlier)
         started = time.monotonic()
         run = VideoRun(ref, epoch, self._store, self._metrics)
-        restored = await self._restore(run) if self._settings.chunk_checkpoints else {}
-        items = self._ingest(ref, reuse, restored)
-        video, computed = await self._take(run, items, restored, reuse, started)
+        restored = await self._chunk_stages.restore(run)
+        persisted = self._chunks if self._settings.chunk_checkpoints else None
+        speech = await SpeechTrack.start(run, self._lineage, earlier, persisted)
+        items = self._ingest(ref, reuse, restored, speech)
+        video, computed = await self._take(
+            run, items, restored, reuse, started=started, speech=speech
+        )
         run.timings["total"] = time.monotonic() - started
         chunks = sorted([*restored.values(), *computed], key=lambda c: c.index)
-        await self._finish(run, video, chunks)
+        await self._finish(run, video, chunks, speech.speech() if speech else None)
 
     async def _rebuild_record(self, ref: VideoRef, epoch: int, earlier: EarlierResult) -> None:
         """The checkpoint record is new but the sinks hold this version's results: Redis lost
@@ -239,13 +246,21 @@ class VideoProcessor:
         return reuse
 
     def _ingest(
-        self, ref: VideoRef, reuse: ReusePlan, restored: dict[int, Chunk]
+        self,
+        ref: VideoRef,
+        reuse: ReusePlan,
+        restored: dict[int, Chunk],
+        speech: SpeechTrack | None,
     ) -> AsyncIterator[IngestItem]:
         """The video, then its chunks: decoded from the first unfinished one on, or replayed
-        from the earlier result when no stage needs pixels."""
-        if not reuse.needs_pixels(self._executor.image_stages):
-            return reuse.replay(ref)
-        items = self._executor.ingest(ref, resume_point(restored), self._inline(reuse))
+        from the earlier result when no stage needs pixels; and the speech left to recognise
+        (the file is fetched for it alone when nothing is decoded)."""
+        executor, recognise = self._executor, speech.recognise_from if speech else None
+        if not reuse.needs_pixels(executor.image_stages):
+            if recognise is None:
+                return reuse.replay(ref)
+            return reuse.replay(ref, after=executor.ingest(ref, NOTHING_TO_DECODE, (), recognise))
+        items = executor.ingest(ref, resume_point(restored), self._inline(reuse), recognise)
         if self._decode_slots is not None:
             items = decoding(items, self._decode_slots)
         return items
@@ -256,7 +271,9 @@ class VideoProcessor:
         items: AsyncIterator[IngestItem],
         restored: dict[int, Chunk],
         reuse: ReusePlan,
+        *,
         started: float,
+        speech: SpeechTrack | None,
     ) -> tuple[LocalVideo, list[Chunk]]:
         """Take the ingest stream, a task per chunk left to compute; the video and the chunks
         computed, once every task is done."""
@@ -269,6 +286,10 @@ class VideoProcessor:
                     video = item
                     run.timings[FETCH] = time.monotonic() - started
                     await run.progress(FETCH, 1, 1)
+                    continue
+                if isinstance(item, SpeechPart | SpeechEnd):
+                    assert speech is not None  # asked for
+                    await speech.take(item)
                     continue
                 run.decoded(item.index, item.last)
                 await run.progress(DECODE, run.decoded_count, run.total)
@@ -298,7 +319,9 @@ class VideoProcessor:
         self._metrics.chunk_started(ticket.frames)
         return asyncio.create_task(self._chunk(run, ticket, per_video, reuse))
 
-    async def _finish(self, run: VideoRun, video: LocalVideo, chunks: list[Chunk]) -> None:
+    async def _finish(
+        self, run: VideoRun, video: LocalVideo, chunks: list[Chunk], speech: Speech | None
+    ) -> None:
         """The video's result to the sinks, then the video done (with its outbox entry)."""
         ref = run.ref
         frames = [frame for chunk in chunks for frame in chunk.frames]
@@ -311,6 +334,7 @@ class VideoProcessor:
             timings=dict(run.timings),
             epoch=run.epoch,
             stage_versions=self._lineage.versions,
+            speech=speech,
         )
         await self._executor.write(result)
         await self._store.mark_done(
@@ -346,32 +370,6 @@ class VideoProcessor:
             await asyncio.to_thread(self._chunks.delete_video, video_id, self._version)
         except ReelsenseError as exc:  # only space is lost
             log.warning("video %s: persisted chunks not removed: %s", video_id, exc)
-
-    async def _restore(self, run: VideoRun) -> dict[int, Chunk]:
-        """Chunks an earlier attempt persisted, read back and recorded as restored."""
-        video_id = run.ref.video_id
-        indexes = await self._store.chunks_done(video_id)
-        # Chunks persisted but not recorded: the process died in between, or Redis lost them.
-        indexes |= await asyncio.to_thread(self._chunks.indexes, video_id, self._version)
-        restored: dict[int, Chunk] = {}
-        for index in sorted(indexes):
-            chunk = await asyncio.to_thread(self._chunks.get, video_id, self._version, index)
-            if chunk is not None:
-                restored[index] = chunk
-        for chunk in restored.values():
-            run.restored(chunk)
-            await self._store.mark_chunk(
-                video_id, run.epoch, chunk.index, restored=True, total=run.total
-            )
-        if restored:
-            log.info("video %s: resuming with %d chunks already done", video_id, len(restored))
-            for stage in (
-                *self._executor.image_stages,
-                *([EMBED] if self._executor.embeds else []),
-            ):
-                await run.progress(stage, len(restored), run.total)
-                run.done[stage] = len(restored)
-        return restored
 
     async def _chunk(
         self, run: VideoRun, ticket: IngestChunk, slot: asyncio.Semaphore, reuse: ReusePlan

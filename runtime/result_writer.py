@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import numpy as np
+
 from checkpoint.base import VideoState
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from core.records import EarlierResult, VideoResult
-from sinks.lance import LanceSummarySink
+from core.records import EarlierResult, Frame, VideoResult
+from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, earlier_result
 from sinks.writer import SinkWriter
 
@@ -28,6 +30,7 @@ class FencedResultWriter:
         self._writer = SinkWriter.from_settings(config.storage)
         self._store = RedisCheckpointStore(config.redis)
         self._summary = LanceSummarySink.from_settings(config.storage)
+        self._frames = LanceFrameSink.from_settings(config.storage)
         self._documents = ResultDocumentSink.from_settings(config.storage)
 
     async def write(self, result: VideoResult) -> None:
@@ -60,7 +63,24 @@ class FencedResultWriter:
         document = self._documents.read(tenant, video_id, version)
         if document is None:
             return EarlierResult(pipeline_version=version, frame_count=frames, tenant=tenant)
-        return dataclasses.replace(earlier_result(document, frames), tenant=tenant)
+        found = earlier_result(document, frames)
+        return dataclasses.replace(found, tenant=tenant, frames=self._embedded(video_id, found))
+
+    def _embedded(self, video_id: str, earlier: EarlierResult) -> list[Frame]:
+        """The earlier result's frames with their embeddings, from the frames table (the
+        document holds none), where that table holds the same version's rows."""
+        rows = self._frames.frame_rows(video_id, with_embedding=True)
+        if any(row["pipeline_version"] != earlier.pipeline_version for row in rows):
+            return earlier.frames
+        vectors = {
+            int(row["frame_index"]): np.asarray(row["embedding"], dtype=np.float32)
+            for row in rows
+            if row["embedding"] is not None
+        }
+        return [
+            dataclasses.replace(frame, embedding=vectors.get(frame.index))
+            for frame in earlier.frames
+        ]
 
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.close)

@@ -23,6 +23,9 @@ class ReusePlan:
     frames: dict[int, Frame]  # the earlier result's frames by index
     probe: ProbeInfo | None
     chunk_size: Callable[[ProbeInfo], int]  # as the decoder cuts a video's chunks
+    # The embeddings are taken too: every image stage's outputs are, and the embedder is the
+    # same (a video given speech recognition, say, is not embedded again).
+    embeddings: bool = False
 
     @classmethod
     def plan(
@@ -31,12 +34,20 @@ class ReusePlan:
         reused: frozenset[str] = frozenset()
         if earlier is not None and earlier.uri == ref.uri and earlier.probe is not None:
             reused = lineage.reusable(earlier.stage_versions) & frozenset(stages)
+        embeddings = (
+            earlier is not None
+            and reused == frozenset(stages)
+            and lineage.embeddings_reusable(earlier.stage_versions)
+            and all(f.embedding is not None for f in earlier.frames if f.text)
+        )
+        fields = tuple(f for stage in sorted(reused) for f in lineage.fills[stage])
         return cls(
             stages=reused,
-            fields=tuple(f for stage in sorted(reused) for f in lineage.fills[stage]),
+            fields=(*fields, "embedding") if embeddings else fields,
             frames={f.index: f for f in earlier.frames} if reused and earlier else {},
             probe=earlier.probe if earlier else None,
             chunk_size=lineage.chunk_size,
+            embeddings=embeddings,
         )
 
     def needs_pixels(self, stages: Collection[str]) -> bool:
@@ -55,12 +66,22 @@ class ReusePlan:
             frames.append(replace(frame, **{f: getattr(found, f) for f in self.fields}))
         return replace(chunk, frames=frames)
 
-    async def replay(self, ref: VideoRef) -> AsyncIterator[IngestItem]:
+    async def replay(
+        self, ref: VideoRef, after: AsyncIterator[IngestItem] | None = None
+    ) -> AsyncIterator[IngestItem]:
         """The earlier result's frames as the decoder would chunk them, with no pixels: what
-        the ingest stream yields when no stage needs pixels."""
+        the ingest stream yields when no stage needs pixels. ``after``: a stream that fetches
+        the video without decoding it (for its speech), yielded first."""
         assert self.probe is not None
-        yield LocalVideo(ref=ref, path="", probe=self.probe)
-        ordered = [replace(f, embedding=None) for _, f in sorted(self.frames.items())]
+        if after is None:
+            yield LocalVideo(ref=ref, path="", probe=self.probe)
+        else:
+            async for item in after:
+                yield item
+        ordered = [
+            f if self.embeddings else replace(f, embedding=None)
+            for _, f in sorted(self.frames.items())
+        ]
         size = self.chunk_size(self.probe)
         starts = range(0, len(ordered), size) if ordered else range(1)
         for index, start in enumerate(starts):

@@ -17,6 +17,7 @@ from core.config import StorageSettings
 from core.records import EarlierResult, Frame, ProbeInfo, VideoResult
 from core.shots import video_shots
 from core.spans import text_spans
+from core.speech import Speech
 from core.stage_names import DECODE
 from sinks.base import Sink
 from storage.base import ObjectStore
@@ -47,8 +48,8 @@ def _decode_version(result: VideoResult) -> str:
 
 def result_document(result: VideoResult) -> dict[str, Any]:
     """The JSON-ready document of one result: everything but pixels and embeddings, the
-    on-screen text merged into spans over time (``core.spans``) and the shots
-    (``core.shots``)."""
+    on-screen text merged into spans over time (``core.spans``), the shots (``core.shots``)
+    and the speech (``core.speech``; None when it is not recognised)."""
     ref = result.ref
     return {
         "schema": DOCUMENT_SCHEMA,
@@ -73,6 +74,7 @@ def result_document(result: VideoResult) -> dict[str, Any]:
         "text": result.text.split("\n") if result.text else [],
         "text_spans": [span.to_json() for span in text_spans(result.frames)],
         "shots": shot_entries(result),
+        "speech": result.speech.to_json() if result.speech is not None else None,
         "timings": {stage: float(seconds) for stage, seconds in result.timings.items()},
     }
 
@@ -99,6 +101,7 @@ def earlier_result(document: dict[str, Any], frame_count: int) -> EarlierResult:
         probe=ProbeInfo(**document["probe"]),
         stage_versions=dict(document.get("stage_versions") or {}),
         frames=[Frame.from_json(raw) for raw in document["frames"]],
+        speech=Speech.from_json(document["speech"]) if document.get("speech") else None,
     )
 
 

@@ -1,7 +1,8 @@
 """Lance table ``segments``: what a video shows and says over time, one row per segment.
 
-Kinds: ``shot`` (``core.shots``; attributes: how it begins, its keyframe and thumbnail key) and
-``text`` (on-screen text spans, ``core.spans``; attributes: box, score, samples). Rows are
+Kinds: ``shot`` (``core.shots``; attributes: how it begins, its keyframe and thumbnail key),
+``text`` (on-screen text spans, ``core.spans``; attributes: box, score, samples) and
+``speech`` (transcript segments, ``core.speech``; attributes: language, confidence, words). Rows are
 keyed by (video_id, kind, seq), seq counting the segments of one kind in time order, and
 written by the same video-keyed upsert as the other tables, so a video re-processed ends up
 with exactly its new segments. Query it with any Lance or Arrow tool, e.g. every shot longer
@@ -52,6 +53,16 @@ def segments_of(result: VideoResult) -> list[dict[str, Any]]:
         box = [[float(x), float(y)] for x, y in span.box]
         attributes = {"box": box, "score": round(span.score, 4), "samples": span.frames}
         rows.append(_row("text", span.start_s, span.end_s, span.text, attributes))
+    speech = result.speech
+    language = speech.language if speech is not None else None
+    for segment in speech.segments if speech is not None else ():
+        attributes = {
+            "language": language,
+            "avg_logprob": round(segment.avg_logprob, 4),
+            "no_speech_prob": round(segment.no_speech_prob, 4),
+            "words": [word.to_json() for word in segment.words],
+        }
+        rows.append(_row("speech", segment.start_s, segment.end_s, segment.text, attributes))
     return rows
 
 
@@ -60,7 +71,8 @@ def _row(kind: str, start: float, end: float, text: str, attributes: Any) -> dic
 
 
 class LanceSegmentSink(Sink):
-    """Table ``segments``: one row per shot and text span, keyed by (video_id, kind, seq)."""
+    """Table ``segments``: one row per shot, text span and speech segment, keyed by
+    (video_id, kind, seq)."""
 
     name = "lance_segments"
     KEYS = ("video_id", "kind", "seq")

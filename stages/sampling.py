@@ -33,6 +33,10 @@ class ResumePoint:
     finished: bool = False  # every chunk is persisted: nothing left to decode
 
 
+# Where an ingest stream that only fetches the file (for its speech) "resumes" decoding.
+NOTHING_TO_DECODE = ResumePoint(0, 0, 0.0, finished=True)
+
+
 class Sampler:
     """Which decoded frames become samples: the rate's slots, and in ``shots`` mode every
     frame that confirms a shot boundary. Resumed, it skips what the first attempt sampled and

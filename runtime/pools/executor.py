@@ -15,6 +15,7 @@ from ray.serve.handle import DeploymentResponseGenerator
 from core.config import ServiceConfig
 from core.errors import ReelsenseError
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
+from core.speech import SpeechEnd, SpeechPart
 from core.stage_names import EMBED
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.metrics import ActivitySnapshot
@@ -61,7 +62,11 @@ class RayExecutor(StageExecutor):
         return cls(stages, decode_ahead=config.runtime.decode_ahead_chunks if config else 2)
 
     async def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
+        self,
+        ref: VideoRef,
+        resume: ResumePoint | None = None,
+        inline: Collection[str] = (),
+        speech_from: int | None = None,
     ) -> AsyncIterator[IngestItem]:
         # Chunks are granted as the caller takes them: decoding stays ``decode_ahead`` chunks
         # ahead of what the orchestration has taken, so the pixels in the object store stay
@@ -71,13 +76,18 @@ class RayExecutor(StageExecutor):
         stream = cast(
             DeploymentResponseGenerator[IngestItem],
             self._ingest.options(stream=True).ingest.remote(
-                ref, resume, self._credits, key, tuple(inline)
+                ref,
+                resume,
+                credits=self._credits,
+                key=key,
+                inline=tuple(inline),
+                speech_from=speech_from,
             ),
         )
         taken = 0
         try:
             async for item in stream:
-                if isinstance(item, LocalVideo):
+                if isinstance(item, LocalVideo | SpeechPart | SpeechEnd):
                     yield item
                     continue
                 # A pooled chunk names its stream: ``release`` lets its decoder drop the pixels.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections import deque
@@ -12,9 +13,16 @@ from typing import Any
 import ray
 
 from core.config import ServiceConfig
-from core.records import Chunk, VideoRef
+from core.records import Chunk, LocalVideo, VideoRef
 from core.stage_names import DECODE, EMBED, FETCH
-from runtime.executor import FusedChunk, FusedOutputs, IngestItem, PooledChunk, merge_outputs
+from runtime.executor import (
+    FusedChunk,
+    FusedOutputs,
+    IngestItem,
+    PooledChunk,
+    merge_outputs,
+    with_speech,
+)
 from runtime.metrics import ActivitySnapshot, StageActivity, replica_name
 from runtime.pools.base import INGEST, StageRunner, later_stages
 from stages.pipeline import Pipeline
@@ -81,6 +89,7 @@ class IngestPool:
         pipeline = Pipeline.from_config(config)
         self._fetch = pipeline.fetch
         self._decode = pipeline.decode
+        self._speech = pipeline.speech
         self._fetch.setup()
         self._decode.setup()
         replica = replica_name(INGEST)
@@ -105,31 +114,54 @@ class IngestPool:
         self,
         ref: VideoRef,
         resume: ResumePoint | None = None,
+        *,
         credits: Any = None,
         key: str = "",
         inline: tuple[str, ...] = (),
+        speech_from: int | None = None,
     ) -> AsyncIterator[IngestItem]:
         """``credits`` (a ``ChunkCredits`` handle) and ``key``: wait for a grant before each
         chunk; None decodes as fast as it can. ``inline``: fused stages to run on each chunk
-        (the image stages first, then the embedder)."""
+        (the image stages first, then the embedder). ``speech_from``: recognise the audio
+        track's speech from that window on, here, beside decoding; None: none."""
         with self._activity[FETCH].working(1) as work:
             video = (await work.in_thread(self._fetch.process_batch, [ref]))[0]
         yield video
         hold = uuid.uuid4().hex
         held: dict[int, ray.ObjectRef[Any]] = {}
         self._held[hold] = held
+        stop = threading.Event()
+        speech = None
+        if speech_from is not None and self._speech is not None:
+            speech = self._speech.stream(video, speech_from, stop)
         try:
-            chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
-            produced = 0
-            while credits is None or await self._granted(credits, key, produced, held):
-                chunk = await self._next_chunk(chunks)
-                if chunk is None:
-                    return
-                yield await self._ticket(chunk, inline, held)
-                produced += 1
+            tickets = self._tickets(
+                video, resume, credits=credits, key=key, inline=inline, held=held
+            )
+            async for item in with_speech(tickets, speech, stop):
+                yield item
         finally:
             asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
             await asyncio.to_thread(self._fetch.release, video)
+
+    async def _tickets(
+        self,
+        video: LocalVideo,
+        resume: ResumePoint | None,
+        *,
+        credits: Any,
+        key: str,
+        inline: tuple[str, ...],
+        held: dict[int, ray.ObjectRef[Any]],
+    ) -> AsyncIterator[PooledChunk | FusedChunk]:
+        chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
+        produced = 0
+        while credits is None or await self._granted(credits, key, produced, held):
+            chunk = await self._next_chunk(chunks)
+            if chunk is None:
+                return
+            yield await self._ticket(chunk, inline, held)
+            produced += 1
 
     @staticmethod
     async def _granted(
@@ -198,3 +230,5 @@ class IngestPool:
     def __del__(self) -> None:
         for runner in self._fused.values():
             runner.stage.teardown()
+        if self._speech is not None:
+            self._speech.teardown()

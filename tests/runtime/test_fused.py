@@ -25,7 +25,7 @@ from runtime.pools.base import INGEST, POOLS_APP
 from runtime.pools.executor import RayExecutor
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
-from tests.runtime.test_processor import processor
+from tests.runtime.support import processor
 
 pytestmark = pytest.mark.slow
 

@@ -22,10 +22,11 @@ from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig, StorageSettings
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
+from core.speech import SpeechEnd, SpeechPart
 from devkit.samples import Scene, write_video
 from devkit.services import moto_server
 from models.embedding import resolve_model_path
-from runtime.executor import IngestItem, StageExecutor
+from runtime.executor import IngestItem
 from runtime.local_executor import LocalExecutor
 from runtime.messages import DONE_TEXT_CHARS, done_message_data
 from runtime.processor import VideoProcessor
@@ -33,10 +34,10 @@ from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import document_key
 from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
-from storage.base import ObjectStore
 from storage.local import LocalObjectStore
 from storage.s3 import S3ObjectStore, s3_client
 from tests.models.tiny_vlm import build_tiny_qwen2_vl
+from tests.runtime.support import processor
 from tests.sinks import make_result
 
 
@@ -63,32 +64,6 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
 @pytest.fixture(scope="module")
 def executor(config: ServiceConfig) -> LocalExecutor:
     return LocalExecutor(config)
-
-
-@pytest.fixture
-async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
-    store = RedisCheckpointStore(config.redis)
-    yield store
-    await store.close()
-
-
-def processor(
-    config: ServiceConfig,
-    executor: StageExecutor,
-    store: RedisCheckpointStore,
-    *,
-    chunks: ObjectStore | None = None,
-    **runtime: Any,
-) -> VideoProcessor:
-    """A processor of ``config`` (its runtime settings changed by ``runtime``), persisting
-    chunks in ``chunks`` (default: the configured folder)."""
-    return VideoProcessor(
-        store=store,
-        executor=executor,
-        chunks=ChunkStore(chunks or LocalObjectStore(config.storage.object_store_uri)),
-        lineage=Pipeline.from_config(config).lineage,
-        settings=config.runtime.model_copy(update=runtime),
-    )
 
 
 def frame_keys(config: ServiceConfig, video_id: str) -> Counter[int]:
@@ -156,7 +131,7 @@ async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
     # A chunk write already in a worker thread at the interruption still lands: wait for quiet.
     persisted, quiet = -1, 0
     while quiet < 5:
-        count = len(list(objects.rglob("*.json")))
+        count = len(list(objects.rglob("[0-9]*.json")))  # chunks, not the speech beside them
         persisted, quiet = count, (quiet + 1 if count == persisted else 0)
         await asyncio.sleep(0.2)
     assert persisted >= 3
@@ -348,7 +323,9 @@ def test_stage_versions_change_with_what_each_stage_reads(config: ServiceConfig)
     assert ocr_changed.versions["decode"] == base.versions["decode"]
     assert ocr_changed.versions["embed"] != base.versions["embed"]  # it reads OCR's text
     assert resampled.reusable(base.versions) == frozenset()
-    assert {resampled.versions[s] != base.versions[s] for s in base.versions} == {True}
+    framed = [s for s in base.versions if s != "speech"]  # speech reads the audio alone
+    assert {resampled.versions[s] != base.versions[s] for s in framed} == {True}
+    assert resampled.versions["speech"] == base.versions["speech"]
     assert base.reusable(base.versions) == frozenset({"ocr"})
 
 
@@ -390,11 +367,16 @@ class _Watched(LocalExecutor):
         self.seen: list[tuple[str, str]] = []
 
     async def ingest(
-        self, ref: VideoRef, resume: ResumePoint | None = None, inline: Collection[str] = ()
+        self,
+        ref: VideoRef,
+        resume: ResumePoint | None = None,
+        inline: Collection[str] = (),
+        speech_from: int | None = None,
     ) -> AsyncIterator[IngestItem]:
-        async for item in super().ingest(ref, resume, inline):
-            kind = "video" if isinstance(item, LocalVideo) else "last" if item.last else "chunk"
-            self.seen.append((ref.video_id, kind))
+        async for item in super().ingest(ref, resume, inline, speech_from):
+            if not isinstance(item, SpeechPart | SpeechEnd):
+                kind = "video" if isinstance(item, LocalVideo) else "last" if item.last else "chunk"
+                self.seen.append((ref.video_id, kind))
             yield item
 
 

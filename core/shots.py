@@ -3,8 +3,10 @@
 Shot ``i`` runs from its boundary (0 for the first) to the next one (the video's end for the
 last). A gradual transition belongs to no shot alone: the boundary is its middle, and
 ``transition_s`` says from when to when the pictures blend. A shot's keyframe is the first
-sample taken in it after its transition (``shots`` sampling takes one in every shot; sampling
-by rate alone may take none in a shot shorter than its interval).
+sample taken in it after its transition that has a thumbnail, else the first (``shots``
+sampling takes one in every shot; sampling by rate alone may take none in a shot shorter than
+its interval). By rate alone, the sample on a cut is taken before the cut is confirmed a frame
+later, and the next sample, which carries the boundary, is the one with the thumbnail.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def video_shots(frames: Sequence[Frame], duration_s: float) -> list[ShotSegment]
             if start <= f.timestamp_s < stop or (final and f.timestamp_s >= start)
         ]
         settled = 0.0 if boundary is None else boundary.end_s
-        shown = next((f for f in inside if f.timestamp_s >= settled), inside[0] if inside else None)
+        after = [f for f in inside if f.timestamp_s >= settled] or inside[:1]
+        shown = next((f for f in after if f.thumbnail is not None), after[0] if after else None)
         gradual = boundary is not None and boundary.kind == "gradual"
         shots.append(
             ShotSegment(

@@ -31,6 +31,19 @@ def test_a_gradual_shot_is_shown_after_its_transition() -> None:
     assert (second.keyframe, second.keyframe_s) == (3, 3.0)  # 2.0 is mid-dissolve
 
 
+def test_the_keyframe_is_the_sample_with_the_thumbnail() -> None:
+    # Sampled by rate, the sample on the cut (2.0) is taken before the cut is confirmed; the
+    # next one carries the boundary and the shot's thumbnail.
+    cut = ShotBoundary(2.0, "cut", 40.0, 2.0, 2.0)
+    frames = [sample(0, 0.0), sample(1, 1.0), sample(2, 2.0), sample(3, 3.0, cut), sample(4, 4.0)]
+    frames[0].thumbnail = frames[3].thumbnail = b"jpeg"
+    first, second = video_shots(frames, duration_s=5.0)
+    assert first.keyframe == 0
+    assert (second.start_s, second.samples, second.keyframe) == (2.0, 3, 3)
+    frames[3].thumbnail = None  # none in the shot: its first sample
+    assert video_shots(frames, duration_s=5.0)[1].keyframe == 2
+
+
 def test_a_shot_no_sample_fell_in_has_no_keyframe() -> None:
     cut_a = ShotBoundary(1.2, "cut", 40.0, 1.2, 1.2)
     cut_b = ShotBoundary(1.7, "cut", 40.0, 1.7, 1.7)

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from checkpoint.base import VideoState
+from devkit.samples import SampleVideo, write_demo_videos
 from devkit.service_run import ServiceRun
 from devkit.workload import frame_keys, read_records, upload_record, write_videos
 
@@ -17,7 +18,10 @@ pytestmark = pytest.mark.slow
 
 async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: None) -> None:
     run, config, receiver = service_run, service_run.config, service_run.receiver
-    videos = write_videos(run.videos_dir, 8)
+    videos = write_videos(run.videos_dir, 7)
+    # One of them cut at known times, with English and Chinese text and spoken sentences.
+    (spoken,) = write_demo_videos(run.videos_dir, 1)
+    videos[spoken.path.stem] = spoken.path
     ids = sorted(videos)
     records = [upload_record(v, videos[v]) for v in ids]
     records += [upload_record(ids[0], videos[ids[0]])] * 2  # two extra copies of one video
@@ -69,8 +73,50 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
             found = await client.get("/v1/search", params={"q": "harbor", "k": 3})
             assert found.status_code == 200
             assert found.json()["hits"][0]["video_id"] == "vid-01"
+            await check_result(client, spoken)
     finally:
         await run.stop_in_process()
 
     committed, ends = await run.committed_and_end()
     assert committed == ends
+
+
+async def check_result(client: httpx.AsyncClient, video: SampleVideo) -> None:
+    """What the results API says of a video whose cuts, text and speech are known."""
+    video_id = video.path.stem
+    response = await client.get(f"/v1/videos/{video_id}/result", params={"words": "true"})
+    assert response.status_code == 200, response.text
+    result = response.json()
+
+    # Shots: one per scene, each starting within 0.2 s of its cut, with a thumbnail served.
+    starts = [shot["start_s"] for shot in result["shots"]]
+    assert len(starts) == len(video.scenes)
+    assert starts[1:] == pytest.approx(list(video.cut_times_s), abs=0.2)
+    for shot in result["shots"]:
+        assert shot["thumbnail_url"], shot
+        thumbnail = await client.get(shot["thumbnail_url"])
+        assert thumbnail.status_code == 200
+        assert thumbnail.headers["content-type"] == "image/jpeg"
+
+    # Text on screen as spans, English and Chinese, each over its own scene.
+    spans = {span["text"]: span for span in result["text_spans"]}
+    at = 0.0
+    for scene in video.scenes:
+        for line in scene.lines:
+            assert line in spans, (line, sorted(spans))
+            assert spans[line]["start_s"] == pytest.approx(at, abs=1.0)
+        at += scene.seconds
+
+    # Speech: the sentences' words, timed on the video's timeline.
+    speech = result["speech"]
+    assert speech["status"] == "done", speech
+    assert speech["language"] == "en"
+    heard = {w["text"].strip(".,?!").lower() for s in speech["segments"] for w in s["words"]}
+    said = [w.strip(".,?!").lower() for sentence in video.expected_speech for w in sentence.split()]
+    assert sum(word in heard for word in said) >= 0.8 * len(said), (said, heard)
+    first = video.utterances[0]
+    assert speech["segments"][0]["start_s"] == pytest.approx(first.start_s, abs=0.6)
+    vtt = await client.get(f"/v1/videos/{video_id}/result.vtt")
+    assert vtt.status_code == 200
+    assert vtt.text.startswith("WEBVTT")
+    assert "invoice" in vtt.text.lower()

@@ -187,6 +187,60 @@ class FrameText(BaseModel):
     ocr_lines: list[TextLine]
 
 
+class TimedWord(BaseModel):
+    """One word of a speech segment, as the speech model timed it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(description="The word as decoded, with its leading space if it has one.")
+    start_s: float
+    end_s: float
+    probability: float = Field(description="The model's confidence in the word, 0 to 1.")
+
+
+class SpokenText(BaseModel):
+    """One segment of the transcript: a stretch of speech, in seconds on the video's
+    timeline."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start_s: float
+    end_s: float
+    text: str
+    avg_logprob: float = Field(
+        description="Mean log-probability of the segment's tokens: near 0 is confident, "
+        "below about -1 often a misheard stretch."
+    )
+    no_speech_prob: float = Field(
+        description="The model's probability that the stretch holds no speech at all, 0 to 1."
+    )
+    words: list[TimedWord] | None = Field(
+        default=None,
+        description="Each word with its times; only with `?words=true`. Empty when the "
+        "pipeline recognised speech without word timestamps.",
+    )
+
+
+class VideoSpeech(BaseModel):
+    """What was said in the video: its audio track's speech as timed segments."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["done", "no_audio", "failed"] = Field(
+        description="`done`; `no_audio` (the video has no audio track); `failed` (the track "
+        "could not be read to its end: `segments` hold what came before, `error` says why)."
+    )
+    language: str | None = Field(
+        description="The language most of the speech was decoded in, as the model names it "
+        "(ISO 639-1 where there is one, e.g. `en`); null when nothing was said."
+    )
+    audio_s: float = Field(description="Seconds of audio transcribed.")
+    segments: list[SpokenText]
+    error: ErrorDetail | None = Field(
+        default=None, description="Why recognition stopped, when `status` is `failed`."
+    )
+
+
 class VideoResultDocument(BaseModel):
     """What the pipeline found in one done video."""
 
@@ -199,6 +253,11 @@ class VideoResultDocument(BaseModel):
     shots: list[ShotInfo]
     frames: list[FrameText] | None = Field(
         default=None, description="Each sample's OCR lines; only with `?frames=true`."
+    )
+    speech: VideoSpeech | None = Field(
+        default=None,
+        description="The transcript; null when speech recognition was off for the video "
+        "(or the video was processed before it existed).",
     )
 
 

@@ -20,7 +20,9 @@ from api.models import (
     ResultVideo,
     ScreenText,
     ShotInfo,
+    SpokenText,
     VideoResultDocument,
+    VideoSpeech,
 )
 from api.vtt import Cue, webvtt
 from checkpoint.base import VideoState, VideoStatus
@@ -32,7 +34,7 @@ from sinks.object_store import document_key
 from storage.base import ObjectStore
 
 # Part of every result's ETag: change it when the same document gets another rendering.
-_RESULT_RENDERING = b"video-result/2"
+_RESULT_RENDERING = b"video-result/3"
 _NOT_DONE: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "The video is not done (`result_not_ready`)."}
 }
@@ -84,10 +86,16 @@ def result_routes() -> APIRouter:
         frames: Annotated[
             bool, Query(description="Include each sample's OCR lines (large for long videos).")
         ] = False,
+        words: Annotated[
+            bool,
+            Query(description="Include each speech segment's timed words (large for long videos)."),
+        ] = False,
         if_none_match: Annotated[str | None, Header(max_length=1024)] = None,
     ) -> Response:
         """What the pipeline found in a done video: its shots (with thumbnail links), its
-        on-screen text as spans over time, and with ``frames=true`` each sample's OCR lines.
+        on-screen text as spans over time, its speech as timed segments (null when speech
+        recognition was off), with ``frames=true`` each sample's OCR lines and with
+        ``words=true`` each speech segment's timed words.
 
         A video that is not done yet is a 409 ``result_not_ready``. A done video whose result
         document is missing from the object store (removed there, or the API reads another
@@ -95,10 +103,15 @@ def result_routes() -> APIRouter:
         strong ``ETag``; a request whose ``If-None-Match`` names it gets a 304, no body.
         """
         data = await _stored_document(video, context)
-        tag = _etag(_RESULT_RENDERING, b"frames=1" if frames else b"frames=0", data)
+        tag = _etag(
+            _RESULT_RENDERING,
+            b"frames=1" if frames else b"frames=0",
+            b"words=1" if words else b"words=0",
+            data,
+        )
         if if_none_match is not None and _names_tag(if_none_match, tag):
             return Response(status_code=304, headers={"ETag": tag})
-        body = result_body(json.loads(data), frames=frames)
+        body = result_body(json.loads(data), frames=frames, words=words)
         return Response(
             body.model_dump_json(), media_type="application/json", headers={"ETag": tag}
         )
@@ -116,8 +129,9 @@ def result_routes() -> APIRouter:
         if_none_match: Annotated[str | None, Header(max_length=1024)] = None,
     ) -> Response:
         """A done video's timed text as WebVTT, for players and subtitle tools: the speech
-        transcript, or (``track=text``) the text shown on screen, one cue per span. Errors as
-        for the result."""
+        transcript, one cue per segment, or (``track=text``) the text shown on screen, one cue
+        per span. A video without speech (no audio track, recognition off) has a speech track
+        of no cues. Errors as for the result."""
         data = await _stored_document(video, context)
         tag = _etag(_RESULT_RENDERING, b"vtt", track.encode(), data)
         if if_none_match is not None and _names_tag(if_none_match, tag):
@@ -183,7 +197,7 @@ def _results(context: Context) -> ObjectStore:
     return context.results
 
 
-def result_body(document: dict[str, Any], *, frames: bool) -> VideoResultDocument:
+def result_body(document: dict[str, Any], *, frames: bool, words: bool) -> VideoResultDocument:
     """The answer made of a stored result document (``sinks/object_store.py``)."""
     spans, shots = _stored_spans(document), _stored_shots(document)
     video = document["video"]
@@ -209,7 +223,21 @@ def result_body(document: dict[str, Any], *, frames: bool) -> VideoResultDocumen
             for shot in shots
         ],
         frames=[FrameText.model_validate(raw) for raw in document["frames"]] if frames else None,
+        speech=_stored_speech(document, words=words),
     )
+
+
+def _stored_speech(document: dict[str, Any], *, words: bool) -> VideoSpeech | None:
+    """The document's speech (None when it has none: recognition off, or written before
+    speech was), its segments' words only when asked for."""
+    speech: dict[str, Any] | None = document.get("speech")
+    if speech is None:
+        return None
+    segments = [
+        SpokenText.model_validate({**segment, "words": segment.get("words") if words else None})
+        for segment in speech["segments"]
+    ]
+    return VideoSpeech.model_validate({**speech, "segments": segments})
 
 
 # A document written before spans or shots were gets them made now from its frames; the

@@ -4,7 +4,8 @@ at known times, so that speech recognition can be checked for words and timing.
 ``synthesize`` writes one sentence to a WAV with the ``espeak-ng`` command (Debian package
 ``espeak-ng``); ``mux_audio`` copies a video's packets into a new file with one audio track in
 which each WAV starts at its given time and silence fills the rest; ``write_speech_video``
-does both from a script and returns where each sentence really is. The same inputs give the
+does both from a script and returns where each sentence really is; ``voiced_span`` finds
+the voice within a WAV, without the silence around it. The same inputs give the
 same bytes: espeak-ng, the resampler and FFmpeg's AAC encoder are deterministic, and the
 muxer is told to write no creation time or library version.
 """
@@ -27,6 +28,7 @@ import numpy.typing as npt
 ESPEAK = "espeak-ng"
 WORDS_PER_MINUTE = 175  # espeak-ng's default
 _FRAME_SAMPLES = 1024  # one AAC frame
+VOICE_THRESHOLD = 0.01  # -40 dBFS: above espeak-ng's silence, below its quietest phoneme
 
 Samples = npt.NDArray[np.float32]  # channels x samples, -1..1
 
@@ -71,11 +73,28 @@ def _planes(frame: av.AudioFrame) -> Samples:
     return np.asarray(frame.to_ndarray(), dtype=np.float32)
 
 
-def audio_seconds(path: Path) -> float:
-    """How long an audio file plays (decoded samples over the sample rate)."""
+def _native(path: Path) -> tuple[Samples, int]:
+    """An audio file's samples (mono) at its own rate, and that rate."""
     with av.open(str(path)) as container:
         rate = container.streams.audio[0].sample_rate
-    return int(read_audio(path, rate).shape[1]) / rate
+    return read_audio(path, rate), rate
+
+
+def audio_seconds(path: Path) -> float:
+    """How long an audio file plays (decoded samples over the sample rate)."""
+    samples, rate = _native(path)
+    return int(samples.shape[1]) / rate
+
+
+def voiced_span(path: Path, *, threshold: float = VOICE_THRESHOLD) -> tuple[float, float]:
+    """Where the voice in an audio file is: from its first sample louder than ``threshold`` to
+    its last, in seconds from the file's start ((0, 0) for silence). espeak-ng starts a WAV with
+    up to 50 ms of silence and ends it with about 0.3 s, which a timing check must not count."""
+    samples, rate = _native(path)
+    loud = np.flatnonzero(np.abs(samples).max(axis=0, initial=0.0) > threshold)
+    if loud.size == 0:
+        return 0.0, 0.0
+    return float(loud[0]) / rate, float(loud[-1] + 1) / rate
 
 
 def mux_audio(
@@ -205,15 +224,31 @@ def write_speech_video(
     """A ``seconds`` long video in which each ``(start_s, sentence)`` of ``script`` is spoken
     from ``start_s``; the WAVs and the silent base video are left in ``workdir``."""
     base = write_plain_video(workdir / f"{out_path.stem}.base.mp4", seconds)
-    segments: list[tuple[float, Path]] = []
+    utterances = speak_over(base, script, out_path, workdir, voice=voice, rate=rate, layout=layout)
+    duration = max([float(seconds)] + [u.end_s for u in utterances])
+    return SpeechTruth(out_path, duration, utterances)
+
+
+def speak_over(
+    video: Path,
+    script: Sequence[tuple[float, str]],
+    out_path: Path,
+    workdir: Path,
+    *,
+    voice: str = "en",
+    rate: int = 44_100,
+    layout: str = "mono",
+) -> tuple[Utterance, ...]:
+    """``video`` with each ``(start_s, sentence)`` of ``script`` spoken on its audio track
+    from ``start_s``, written to ``out_path``; the WAVs are left in ``workdir``."""
+    sounds: list[tuple[float, Path]] = []
     utterances: list[Utterance] = []
     for i, (start, text) in enumerate(script):
         wav = synthesize(text, workdir / f"{out_path.stem}.{i}.wav", voice)
-        segments.append((start, wav))
+        sounds.append((start, wav))
         utterances.append(Utterance(text, start, start + audio_seconds(wav)))
-    mux_audio(base, segments, out_path, rate=rate, layout=layout)
-    duration = max([float(seconds)] + [u.end_s for u in utterances])
-    return SpeechTruth(out_path, duration, tuple(utterances))
+    mux_audio(video, sounds, out_path, rate=rate, layout=layout)
+    return tuple(utterances)
 
 
 def write_tone(

@@ -13,9 +13,10 @@ from urllib.parse import quote
 
 import httpx
 from aiokafka import AIOKafkaProducer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from checkpoint.base import VideoStatus
 from consumers.events import VideoUploaded
@@ -139,20 +140,28 @@ def show_search(args: argparse.Namespace) -> int:
 
 
 def show_result(args: argparse.Namespace) -> int:
-    """A done video's shots and on-screen text as spans over time (``--frames``: and each
-    sample's lines; ``--json``: the API's answer as it is). Exit 1 when there is no result."""
+    """A done video's shots, transcript and on-screen text as spans over time (``--frames``:
+    and each sample's lines; ``--json``: the API's answer as it is; ``--vtt``: the transcript
+    or the on-screen text as WebVTT). Exit 1 when there is no result."""
     path = f"/v1/videos/{quote(args.video_id, safe='')}/result"
-    response = _get(args, path, {"frames": "true"} if args.frames else None)
+    if args.vtt:
+        response = _get(args, f"{path}.vtt", {"track": args.vtt})
+    else:
+        response = _get(args, path, {"frames": "true"} if args.frames else None)
     if response is None:
         return 2
     if response.status_code != 200:
         print(f"{response.status_code}: {_error_text(response)}", file=sys.stderr)
         return 1
+    if args.vtt:
+        print(response.text, end="")
+        return 0
     body = response.json()
     if args.json:
         print(json.dumps(body, indent=2, ensure_ascii=False))
         return 0
     console.print(shots_table(body))
+    console.print(transcript(body))
     console.print(result_table(body))
     if body.get("frames") is not None:
         console.print(frames_table(body["frames"]))
@@ -170,6 +179,39 @@ def result_table(body: dict[str, Any]) -> Table:
         when = f"{clock(span['start_s'])}–{clock(span['end_s'])}"
         table.add_row(when, span["text"], f"{span['score']:.2f}")
     return table
+
+
+def transcript(body: dict[str, Any]) -> Group:
+    """The speech of a ``/v1/videos/{id}/result`` answer: a row per segment (when, what was
+    said), then one line with its status and language, or why there is none."""
+    speech = body.get("speech")
+    segments = (speech or {}).get("segments") or []
+    table = Table(title=f"{body['video']['video_id']}: speech")
+    table.add_column("when", no_wrap=True)
+    table.add_column("said")
+    for segment in segments:
+        when = f"{clock(segment['start_s'])}–{clock(segment['end_s'])}"
+        # Text, not a markup string: what was said may hold brackets rich would read as style.
+        table.add_row(when, Text(segment["text"].strip()))
+    summary = Text("speech: ").append_text(speech_summary(speech))
+    return Group(table, summary) if segments else Group(summary)
+
+
+def speech_summary(speech: dict[str, Any] | None) -> Text:
+    """One line on a result's speech: how much was heard and in what language, or why there
+    is none (off, no audio track, failed and the reason)."""
+    if speech is None:
+        return Text("recognition was off for this video")
+    if speech["status"] == "no_audio":
+        return Text("no audio track")
+    count = len(speech["segments"])
+    heard = f"{clock(speech['audio_s'])} of audio, {count} segment{'' if count == 1 else 's'}"
+    if speech["status"] == "failed":
+        error = speech.get("error") or {}
+        reason = f"{error.get('code', 'unknown')}: {error.get('message', '')}"
+        return Text(f"failed after {heard}: {reason}", style="red")
+    language = f"language {speech['language']}" if speech["language"] else "no speech heard"
+    return Text(f"{language}; {heard}")
 
 
 def shots_table(body: dict[str, Any]) -> Table:

@@ -5,7 +5,7 @@ reelsense dev                  the same stack in the foreground until Ctrl-C
 reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
 reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
 reelsense status ID            one video's progress (--json for machines)
-reelsense result ID            a done video's on-screen text over time (--frames, --json)
+reelsense result ID            a done video's shots, speech and text (--frames, --json, --vtt)
 reelsense search "text"        nearest frames by meaning
 reelsense dead-letters         failed events and webhooks (--replay ID: send one again)
 """
@@ -83,10 +83,18 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     _endpoint_options(status)
 
-    result = sub.add_parser("result", help="show a done video's on-screen text over time")
+    result = sub.add_parser("result", help="show a done video's shots, speech and text")
     result.add_argument("video_id")
     result.add_argument("--frames", action="store_true", help="also each sample's OCR lines")
-    result.add_argument("--json", action="store_true", help="the API's answer as it is")
+    output = result.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="the API's answer as it is")
+    output.add_argument(
+        "--vtt",
+        nargs="?",
+        const="speech",
+        choices=("speech", "text"),
+        help="print a WebVTT track: the transcript (default) or the on-screen text",
+    )
     _endpoint_options(result)
 
     search = sub.add_parser("search", help="find frames by meaning")

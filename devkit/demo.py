@@ -1,10 +1,11 @@
 """``reelsense demo``: the whole service on this machine, end to end, then a clean exit.
 
 Starts the embedded stack (Tansu, redis-server, local Ray and the service), writes sample
-videos with burned-in English and Chinese text, publishes one upload event per video (and one
-invalid event, to show the dead-letter path), shows live progress, prints per video its shots
-and the text on screen over time as the results API answers them (with the addresses of the
-result and its WebVTT), runs a semantic search and stops everything it started.
+videos with burned-in English and Chinese text, most with English sentences spoken by
+espeak-ng, publishes one upload event per video (and one invalid event, to show the
+dead-letter path), shows live progress, prints per video its shots, its transcript and the
+text on screen over time as the results API answers them (with the addresses of the result
+and its WebVTT tracks), runs a semantic search and stops everything it started.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -23,7 +25,7 @@ from rich.console import Console
 from rich.live import Live
 
 from checkpoint.base import VideoState, VideoStatus
-from cli.client import result_table, shots_table
+from cli.client import result_table, shots_table, transcript
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig, WebhookSubscription
 from devkit.progress_view import is_final, progress_table
@@ -133,8 +135,9 @@ async def _follow(service: ReelsenseService, ids: list[str]) -> dict[str, VideoS
 async def _print_results(
     api_url: str, samples: list[SampleVideo], statuses: dict[str, VideoStatus]
 ) -> None:
-    """Per video, what the results API answers: its shots and its text on screen over time,
-    and where the result and its WebVTT can be fetched."""
+    """Per video, what the results API answers: its shots, its transcript and its text on
+    screen over time, checked against what the sample shows and says, and where the result
+    and its WebVTT tracks can be fetched."""
     async with httpx.AsyncClient(base_url=api_url, timeout=60) as client:
         for sample in samples:
             video_id = sample.path.stem
@@ -151,13 +154,28 @@ async def _print_results(
                 continue
             body = response.json()
             console.print(shots_table(body))
+            console.print(transcript(body))
             console.print(result_table(body))
-            found = _normalise(" ".join(span["text"] for span in body["text_spans"]))
-            for expected in sample.expected_texts:
-                mark = "[green]found[/]" if _normalise(expected) in found else "[red]missing[/]"
-                console.print(f"  expected {expected!r}: {mark}")
-            console.print(f"  result: {api_url}{path}")
+            _print_checks(sample, body)
+            console.print(f"  result: {api_url}{path}  (each spoken word's times: ?words=true)")
+            console.print(f"  transcript as WebVTT: {api_url}{path}.vtt?track=speech")
             console.print(f"  on-screen text as WebVTT: {api_url}{path}.vtt?track=text")
+
+
+def _print_checks(sample: SampleVideo, body: dict[str, Any]) -> None:
+    """Whether each text the sample shows was read, and how many words of each sentence it
+    says were heard (Whisper tiny.en mishears a word of espeak-ng's voice now and then)."""
+    found = _normalise(" ".join(span["text"] for span in body["text_spans"]))
+    for expected in sample.expected_texts:
+        mark = "[green]found[/]" if _normalise(expected) in found else "[red]missing[/]"
+        console.print(f"  expected {expected!r}: {mark}")
+    segments = (body.get("speech") or {}).get("segments") or []
+    heard = set(_words(" ".join(segment["text"] for segment in segments)))
+    for sentence in sample.expected_speech:
+        words = _words(sentence)
+        count = sum(word in heard for word in words)
+        colour = "green" if count == len(words) else "yellow" if count else "red"
+        console.print(f"  said {sentence!r}: [{colour}]heard {count}/{len(words)} words[/]")
 
 
 async def _wait_for_webhooks(receiver: WebhookReceiver, count: int) -> None:
@@ -180,3 +198,7 @@ async def _search_example(api_url: str) -> None:
 
 def _normalise(text: str) -> str:
     return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in map(_normalise, text.split()) if word]

@@ -2,13 +2,16 @@
 
 Every video is a sequence of scenes separated by hard cuts; each scene shows a few large,
 high-contrast text lines (English and Chinese) on a flat background, optionally under film
-grain. Because the text of every scene is known, OCR and search results can be checked.
-Output is deterministic for a given seed.
+grain. A scene may also say a sentence: demo videos then get an audio track spoken by
+espeak-ng (``bench.speech_media``), or stay silent where espeak-ng is not installed. Because
+the text and speech of every scene are known, OCR, speech recognition and search results can
+be checked. Output is deterministic for a given seed.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,6 +24,7 @@ import numpy.typing as npt
 from PIL import Image as PILImage
 from PIL import ImageDraw, ImageFont
 
+from bench.speech_media import Utterance, espeak_path, speak_over
 from core.records import Image
 
 RGB = tuple[int, int, int]
@@ -45,13 +49,23 @@ class FontNotFound(RuntimeError):
     """No font with CJK glyphs is installed; sample videos need one to burn in Chinese text."""
 
 
+# A scene's sentence starts a little after its cut, as a speaker would, so it never begins
+# exactly on a chunk or window boundary.
+_SPEECH_LEAD_S = 0.3
+# Whisper tiny.en hears espeak-ng's American voice better than its default British one: of
+# twelve short sentences it got 12 word for word against 6 ("invoice" as "in voice").
+_VOICE = "en-us"
+
+
 @dataclass(frozen=True)
 class Scene:
-    """One shot: text lines on a flat background, held for ``seconds``."""
+    """One shot: text lines on a flat background, held for ``seconds``; ``said`` is a
+    sentence spoken from just after the shot begins (it may run on into the next shot)."""
 
     lines: tuple[str, ...]
     seconds: float
     background: RGB = (250, 250, 245)
+    said: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class SampleVideo:
     fps: int
     size: Size
     seed: int
+    utterances: tuple[Utterance, ...] = ()  # what its audio track says; empty without one
 
     @property
     def duration_s(self) -> float:
@@ -72,6 +87,11 @@ class SampleVideo:
     def expected_texts(self) -> tuple[str, ...]:
         """Every text line shown, in order of first appearance, without repeats."""
         return tuple(dict.fromkeys(line for scene in self.scenes for line in scene.lines))
+
+    @property
+    def expected_speech(self) -> tuple[str, ...]:
+        """Every sentence its audio track says, in order (none without a track)."""
+        return tuple(utterance.text for utterance in self.utterances)
 
     @property
     def cut_times_s(self) -> tuple[float, ...]:
@@ -247,18 +267,20 @@ def write_video(
 
 
 def demo_scenes() -> dict[str, tuple[Scene, ...]]:
-    """The scenes of the demo videos, by name: English and Chinese text, 4-8 s each."""
+    """The scenes of the demo videos, by name: English and Chinese text, 4-8 s each; some say
+    an English sentence (without numbers, which Whisper may write as digits or as words),
+    each over before its video ends."""
     white, navy, cream, black = (250, 250, 245), (20, 30, 90), (245, 235, 200), (15, 15, 15)
     teal, maroon = (10, 90, 90), (110, 20, 30)
     return {
         "invoice": (
-            Scene(("INVOICE 2048",), 2.0, white),
+            Scene(("INVOICE 2048",), 2.0, white, said="Please check the invoice before paying."),
             Scene(("Hello Reelsense",), 2.0, navy),
-            Scene(("欢迎光临",), 2.0, cream),
+            Scene(("欢迎光临",), 2.0, cream, said="Welcome to our shop."),
         ),
         "datacenter": (
-            Scene(("数据中心",), 2.5, black),
-            Scene(("SERVER ROOM B7",), 2.5, white),
+            Scene(("数据中心",), 2.5, black, said="The data center never sleeps."),
+            Scene(("SERVER ROOM B7",), 2.5, white, said="Please follow me inside."),
         ),
         "shop": (
             Scene(("OPEN 24 HOURS", "欢迎光临"), 3.0, teal),
@@ -266,10 +288,10 @@ def demo_scenes() -> dict[str, tuple[Scene, ...]]:
             Scene(("谢谢惠顾",), 2.0, maroon),
         ),
         "lecture": (
-            Scene(("VECTOR SEARCH 101",), 2.0, white),
-            Scene(("人工智能",), 2.0, navy),
-            Scene(("QUESTIONS?",), 2.0, black),
-            Scene(("再见",), 2.0, cream),
+            Scene(("VECTOR SEARCH 101",), 2.0, white, said="Welcome to the lecture."),
+            Scene(("人工智能",), 2.0, navy, said="Today we talk about search."),
+            Scene(("QUESTIONS?",), 2.0, black, said="Do you have any questions?"),
+            Scene(("再见",), 2.0, cream, said="Thank you and goodbye."),
         ),
         "station": (
             Scene(("PLATFORM 9",), 2.0, maroon),
@@ -283,8 +305,10 @@ def write_demo_videos(
 ) -> list[SampleVideo]:
     """Write ``count`` short 720p demo videos (up to 5) into ``folder``; deterministic by seed.
 
-    Without grain a 6 s video encodes in about 2 CPU-s; ``grain=4`` looks more like a camera
-    but roughly triples the encoding time.
+    Scenes that say something give their video an AAC audio track of espeak-ng's speech
+    (``SampleVideo.utterances``); without espeak-ng those videos are written silent. Without
+    grain a 6 s video encodes in about 2 CPU-s; ``grain=4`` looks more like a camera but
+    roughly triples the encoding time.
     """
     specs = list(demo_scenes().items())
     if not 1 <= count <= len(specs):
@@ -292,9 +316,29 @@ def write_demo_videos(
     videos: list[SampleVideo] = []
     for i, (name, scenes) in enumerate(specs[:count]):
         path = Path(folder) / f"{name}.mp4"
-        write_video(path, scenes, fps=fps, grain=grain, seed=seed + i)
-        videos.append(SampleVideo(path, scenes, fps, (1280, 720), seed + i))
+        script = _script(scenes)
+        if not script or espeak_path() is None:
+            write_video(path, scenes, fps=fps, grain=grain, seed=seed + i)
+            videos.append(SampleVideo(path, scenes, fps, (1280, 720), seed + i))
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"reelsense-{name}-") as scratch:
+            silent = write_video(
+                Path(scratch) / path.name, scenes, fps=fps, grain=grain, seed=seed + i
+            )
+            utterances = speak_over(silent, script, path, Path(scratch), voice=_VOICE)
+        videos.append(SampleVideo(path, scenes, fps, (1280, 720), seed + i, utterances))
     return videos
+
+
+def _script(scenes: Sequence[Scene]) -> list[tuple[float, str]]:
+    """When each scene's sentence is spoken: ``(start_s, sentence)``, in order."""
+    script: list[tuple[float, str]] = []
+    start = 0.0
+    for scene in scenes:
+        if scene.said:
+            script.append((start + _SPEECH_LEAD_S, scene.said))
+        start += scene.seconds
+    return script
 
 
 def write_long_video(

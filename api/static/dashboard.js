@@ -1,7 +1,7 @@
 // The reelsense dashboard: videos in flight (with a bar per stage), recently done videos and
-// their results (shots with thumbnails, text on screen over time), recent failures and
-// throughput per stage, from the progress and results APIs. No libraries, nothing loaded from
-// elsewhere.
+// their results (shots with thumbnails, the transcript and the text on screen over time),
+// recent failures and throughput per stage, from the progress and results APIs. No libraries,
+// nothing loaded from elsewhere.
 //
 // Everything shown comes from untrusted uploads (ids, URIs, error messages): the page builds
 // its DOM with textContent only, never innerHTML.
@@ -220,6 +220,7 @@
     document.getElementById("result-video").textContent = videoId;
     document.getElementById("result-json").href = path;
     document.getElementById("result-vtt").href = `${path}.vtt?track=text`;
+    document.getElementById("result-speech-vtt").href = `${path}.vtt?track=speech`;
     const shots = await Promise.all(
       body.shots.map(async (shot) =>
         el(
@@ -242,6 +243,38 @@
         ),
       ),
     );
+    renderSpeech(body.speech);
+  }
+
+  // One line on a result's speech: what was heard, or why there is nothing (recognition off,
+  // no audio track, or the failure's reason: the segments before it are still shown).
+  function speechStatus(speech) {
+    if (!speech) return "Speech recognition was off for this video.";
+    if (speech.status === "no_audio") return "No audio track.";
+    const heard = `${clock(speech.audio_s)} of audio`;
+    if (speech.status === "failed") {
+      const error = speech.error || {};
+      return `Failed after ${heard}: ${error.code || "unknown"}: ${error.message || ""}`;
+    }
+    return speech.language ? `${speech.language} · ${heard}` : `Nothing said in ${heard}.`;
+  }
+
+  function renderSpeech(speech) {
+    const status = document.getElementById("speech-status");
+    status.textContent = speechStatus(speech);
+    status.dataset.status = speech ? speech.status : "off";
+    const segments = speech ? speech.segments : [];
+    document.querySelector("#speech tbody").replaceChildren(
+      ...segments.map((segment) =>
+        el(
+          "tr",
+          {},
+          el("td", { class: "meta", text: `${clock(segment.start_s)}–${clock(segment.end_s)}` }),
+          el("td", { class: "speech-text", text: segment.text.trim() }),
+        ),
+      ),
+    );
+    document.getElementById("speech").hidden = segments.length === 0;
   }
 
   // -- throughput -----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from cli.main import main as cli_main
 from core.records import ShotBoundary, VideoRef, VideoResult
 from core.shots import video_shots
 from core.spans import text_spans
+from core.speech import Speech, SpeechSegment, SpokenWord
 from devkit.services import free_port
 from sinks.object_store import ResultDocumentSink, document_key, encode_document, result_document
 from stages.sampling import thumbnail
@@ -48,6 +49,30 @@ TEXTS = [
     "EXIT ONLY",
     "EXIT ONLY",
 ]
+# What is said over the sign: two sentences, the second misheard in part (low log-probability).
+SPOKEN = Speech(
+    status="done",
+    language="en",
+    audio_s=4.0,
+    segments=(
+        SpeechSegment(
+            0.5,
+            2.25,
+            "The server room is on the left.",
+            -0.21,
+            0.02,
+            (SpokenWord(" The", 0.5, 0.62, 0.98), SpokenWord(" server", 0.62, 1.1, 0.91)),
+        ),
+        SpeechSegment(
+            3.0,
+            3.875,
+            "Please use the <exit> & stairs.",
+            -1.4,
+            0.3,
+            (SpokenWord(" Please", 3.0, 3.3, 0.6),),
+        ),
+    ),
+)
 
 
 @pytest.fixture
@@ -66,7 +91,7 @@ def client_for(app: FastAPI) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://api")
 
 
-def sign_video(video_id: str, tenant: str = "acme") -> VideoResult:
+def sign_video(video_id: str, tenant: str = "acme", speech: Speech | None = None) -> VideoResult:
     result = make_result(
         video_id, frames=len(TEXTS), texts=TEXTS, tenant=tenant, version=PIPELINE, embed=False
     )
@@ -80,6 +105,7 @@ def sign_video(video_id: str, tenant: str = "acme") -> VideoResult:
         ref=dataclasses.replace(result.ref, uri=uri),
         frames=frames,
         stage_versions={"decode": "d1", "ocr": "o1"},
+        speech=speech,
     )
 
 
@@ -101,10 +127,14 @@ async def mark_done(store: RedisCheckpointStore, result: VideoResult) -> None:
 
 
 async def done_video(
-    store: RedisCheckpointStore, objects: LocalObjectStore, video_id: str, tenant: str = "acme"
+    store: RedisCheckpointStore,
+    objects: LocalObjectStore,
+    video_id: str,
+    tenant: str = "acme",
+    speech: Speech | None = None,
 ) -> VideoResult:
     """A result written through the real document sink, then marked done."""
-    result = sign_video(video_id, tenant)
+    result = sign_video(video_id, tenant, speech)
     ResultDocumentSink(objects).write([result])
     await mark_done(store, result)
     return result
@@ -156,6 +186,7 @@ async def test_a_done_videos_result_has_its_text_spans(
         },
     ]
     assert body["frames"] is None  # only when asked for
+    assert body["speech"] is None  # recognition was off
 
 
 async def test_frames_come_with_frames_true(
@@ -314,11 +345,7 @@ async def test_a_shot_without_a_thumbnail_is_thumbnail_missing(
 
 
 async def test_timed_text_as_webvtt(store: RedisCheckpointStore, objects: LocalObjectStore) -> None:
-    result = sign_video("vtt")
-    document = result_document(result)
-    document["speech"] = {"segments": [{"start_s": 0.5, "end_s": 2.25, "text": "Room <B7> & co"}]}
-    objects.put_bytes(document_key("acme", "vtt", PIPELINE), encode_document(document))
-    await mark_done(store, result)
+    await done_video(store, objects, "vtt", speech=SPOKEN)
     async with client_for(create_app(store, tokens={}, results=objects)) as client:
         text = await client.get("/v1/videos/vtt/result.vtt", params={"track": "text"})
         speech = await client.get("/v1/videos/vtt/result.vtt")
@@ -329,9 +356,128 @@ async def test_timed_text_as_webvtt(store: RedisCheckpointStore, objects: LocalO
         "WEBVTT\n\n1\n00:00:00.000 --> 00:00:03.000\nSERVER ROOM B7\n\n"
         "2\n00:00:03.000 --> 00:00:04.000\nEXIT ONLY\n"
     )
-    assert speech.text == "WEBVTT\n\n1\n00:00:00.500 --> 00:00:02.250\nRoom &lt;B7&gt; &amp; co\n"
+    assert speech.status_code == 200
+    assert speech.headers["content-type"].startswith("text/vtt")
+    assert speech.text == (
+        "WEBVTT\n\n1\n00:00:00.500 --> 00:00:02.250\nThe server room is on the left.\n\n"
+        "2\n00:00:03.000 --> 00:00:03.875\nPlease use the &lt;exit&gt; &amp; stairs.\n"
+    )
     assert text.headers["etag"] != speech.headers["etag"]
     assert bad.status_code == 422
+
+
+async def test_speech_segments_and_their_words_only_when_asked(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "spoken", speech=SPOKEN)
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        plain = await client.get("/v1/videos/spoken/result")
+        worded = await client.get("/v1/videos/spoken/result", params={"words": "true"})
+        again = await client.get(
+            "/v1/videos/spoken/result",
+            params={"words": "true"},
+            headers={"if-none-match": worded.headers["etag"]},
+        )
+        crossed = await client.get(
+            "/v1/videos/spoken/result", headers={"if-none-match": worded.headers["etag"]}
+        )
+    speech = plain.json()["speech"]
+    assert {key: speech[key] for key in ("status", "language", "audio_s", "error")} == {
+        "status": "done",
+        "language": "en",
+        "audio_s": 4.0,
+        "error": None,
+    }
+    assert speech["segments"] == [
+        {
+            "start_s": 0.5,
+            "end_s": 2.25,
+            "text": "The server room is on the left.",
+            "avg_logprob": -0.21,
+            "no_speech_prob": 0.02,
+            "words": None,
+        },
+        {
+            "start_s": 3.0,
+            "end_s": 3.875,
+            "text": "Please use the <exit> & stairs.",
+            "avg_logprob": -1.4,
+            "no_speech_prob": 0.3,
+            "words": None,
+        },
+    ]
+    segments = worded.json()["speech"]["segments"]
+    assert [[(w["text"], w["start_s"], w["end_s"]) for w in s["words"]] for s in segments] == [
+        [(" The", 0.5, 0.62), (" server", 0.62, 1.1)],
+        [(" Please", 3.0, 3.3)],
+    ]
+    assert segments[1]["words"][0]["probability"] == 0.6
+    assert [s["text"] for s in segments] == [s["text"] for s in speech["segments"]]
+    # Words or not are two representations of one document: each has its own tag.
+    assert worded.headers["etag"] != plain.headers["etag"]
+    assert again.status_code == 304
+    assert crossed.status_code == 200
+
+
+async def test_a_video_without_audio_has_no_speech_and_an_empty_track(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    await done_video(store, objects, "silent", speech=Speech(status="no_audio"))
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        body = (await client.get("/v1/videos/silent/result", params={"words": "true"})).json()
+        vtt = await client.get("/v1/videos/silent/result.vtt")
+    assert body["speech"] == {
+        "status": "no_audio",
+        "language": None,
+        "audio_s": 0.0,
+        "segments": [],
+        "error": None,
+    }
+    assert vtt.status_code == 200
+    assert vtt.text == "WEBVTT\n"  # a valid file of no cues
+
+
+async def test_failed_speech_keeps_what_came_before_and_says_why(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    failed = dataclasses.replace(
+        SPOKEN,
+        status="failed",
+        segments=SPOKEN.segments[:1],
+        error_code="audio_decode_error",
+        error_message="cannot decode the audio track at 30.0 s: invalid data",
+    )
+    await done_video(store, objects, "cut-off", speech=failed)
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        speech = (await client.get("/v1/videos/cut-off/result")).json()["speech"]
+        vtt = await client.get("/v1/videos/cut-off/result.vtt")
+    assert speech["status"] == "failed"
+    assert speech["error"] == {
+        "code": "audio_decode_error",
+        "message": "cannot decode the audio track at 30.0 s: invalid data",
+    }
+    assert [s["text"] for s in speech["segments"]] == ["The server room is on the left."]
+    assert (
+        vtt.text == "WEBVTT\n\n1\n00:00:00.500 --> 00:00:02.250\nThe server room is on the left.\n"
+    )
+
+
+async def test_a_document_written_before_speech_answers_without_it(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    result = sign_video("pre-speech")
+    document = result_document(result)
+    del document["speech"]
+    objects.put_bytes(document_key("acme", "pre-speech", PIPELINE), encode_document(document))
+    await mark_done(store, result)
+    async with client_for(create_app(store, tokens={}, results=objects)) as client:
+        response = await client.get("/v1/videos/pre-speech/result", params={"words": "true"})
+        vtt = await client.get("/v1/videos/pre-speech/result.vtt", params={"track": "speech"})
+    assert response.status_code == 200
+    assert response.json()["speech"] is None
+    assert response.json()["text_spans"][0]["text"] == "SERVER ROOM B7"
+    assert vtt.status_code == 200
+    assert vtt.text == "WEBVTT\n"
 
 
 async def test_without_a_result_store_results_are_unavailable(
@@ -364,7 +510,17 @@ async def test_the_app_closes_a_result_store_it_owns(
 async def test_cli_prints_spans_and_json(
     store: RedisCheckpointStore, objects: LocalObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    await done_video(store, objects, "sign-6")
+    await done_video(store, objects, "sign-6", speech=SPOKEN)
+    failed = dataclasses.replace(
+        SPOKEN, status="failed", segments=(), audio_s=0.0, error_code="audio_unsupported"
+    )
+    await done_video(
+        store,
+        objects,
+        "sign-7",
+        speech=dataclasses.replace(failed, error_message="no decoder for [opus]"),
+    )
+    await done_video(store, objects, "sign-8")  # speech recognition off
     await store.mark_queued(VideoRef("later", "file:///v/later.mp4", "acme"), PIPELINE)
     port = free_port()
     server = api_server(create_app(store, tokens=TOKENS, results=objects), "127.0.0.1", port)
@@ -372,15 +528,21 @@ async def test_cli_prints_spans_and_json(
     while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
         await asyncio.sleep(0.02)
     api = ["--api", f"http://127.0.0.1:{port}", "--token", "token-a"]
+
+    async def printed(*argv: str) -> tuple[int, str, str]:
+        code = await asyncio.to_thread(cli_main, [*argv, *api])
+        out, err = capsys.readouterr()
+        return code, out, err
+
     try:
-        assert await asyncio.to_thread(cli_main, ["result", "sign-6", *api]) == 0
-        table = capsys.readouterr().out
-        assert await asyncio.to_thread(cli_main, ["result", "sign-6", "--json", *api]) == 0
-        printed = json.loads(capsys.readouterr().out)
-        assert await asyncio.to_thread(cli_main, ["result", "sign-6", "--frames", *api]) == 0
-        with_frames = capsys.readouterr().out
-        assert await asyncio.to_thread(cli_main, ["result", "later", *api]) == 1
-        not_ready = capsys.readouterr().err
+        _, table, _ = await printed("result", "sign-6")
+        _, as_json, _ = await printed("result", "sign-6", "--json")
+        _, with_frames, _ = await printed("result", "sign-6", "--frames")
+        _, speech_vtt, _ = await printed("result", "sign-6", "--vtt")
+        _, text_vtt, _ = await printed("result", "sign-6", "--vtt", "text")
+        _, failed_table, _ = await printed("result", "sign-7")
+        _, off_table, _ = await printed("result", "sign-8")
+        not_ready = await printed("result", "later")
     finally:
         server.should_exit = True
         await serving
@@ -390,7 +552,23 @@ async def test_cli_prints_spans_and_json(
     assert "0:00.0–0:03.0" in table
     assert "0:03.0–0:04.0" in table
     assert "SERVER R0OM B7" not in table  # the misreading is folded into its span
-    assert [s["text"] for s in printed["text_spans"]] == ["SERVER ROOM B7", "EXIT ONLY"]
-    assert printed["frames"] is None
+    assert "0:00.5–0:02.2" in table  # the first segment (2.25 s shown to the tenth)
+    assert "The server room is on the left." in table
+    assert "Please use the <exit> & stairs." in table
+    assert "language en; 0:04.0 of audio, 2 segments" in table
+    body = json.loads(as_json)
+    assert [s["text"] for s in body["text_spans"]] == ["SERVER ROOM B7", "EXIT ONLY"]
+    assert body["frames"] is None
+    assert [s["text"] for s in body["speech"]["segments"]] == [
+        "The server room is on the left.",
+        "Please use the <exit> & stairs.",
+    ]
     assert "SERVER R0OM B7" in with_frames  # each sample's lines, as read
-    assert "409: result_not_ready" in not_ready
+    assert speech_vtt.startswith("WEBVTT\n\n1\n00:00:00.500 --> 00:00:02.250\nThe server room")
+    assert "00:00:03.000 --> 00:00:04.000\nEXIT ONLY" in text_vtt
+    assert "failed after 0:00.0 of audio, 0 segments: audio_unsupported: no decoder for [opus]" in (
+        " ".join(failed_table.split())
+    )
+    assert "speech: recognition was off" in off_table
+    assert not_ready[0] == 1
+    assert "409: result_not_ready" in not_ready[2]

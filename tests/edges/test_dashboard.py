@@ -3,7 +3,8 @@
 Records are made through the store's own transitions (claim, advance, mark_done,
 mark_failed). The page must show the running videos with a bar per stage, follow live
 progress from the event stream, list failures with their reasons (as text, never as markup)
-and throughput per stage, open a done video's shots and text, and see only the token's tenant.
+and throughput per stage, open a done video's shots, transcript and text, and see only the
+token's tenant.
 With ``REELSENSE_SCREENSHOT=1`` it saves ``docs/dashboard.png``.
 
 Chromium runs with every background-network feature off and an empty profile; the page
@@ -31,6 +32,7 @@ from api.app import api_server, create_app
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from core.records import ShotBoundary, VideoRef
+from core.speech import Speech, SpeechSegment
 from devkit.services import free_port
 from sinks.object_store import ResultDocumentSink
 from stages.sampling import thumbnail
@@ -109,7 +111,8 @@ async def _failed(
 
 
 def _result_of_done_1(objects: LocalObjectStore) -> None:
-    """done-1's result document and thumbnails: two shots, a sign, then hostile text."""
+    """done-1's result document and thumbnails: two shots, a sign, then hostile text; speech
+    said over them until the audio track broke off."""
     texts = ["PLATFORM 9", "PLATFORM 9", "PLATFORM 9", HOSTILE, HOSTILE]
     result = make_result("done-1", frames=5, texts=texts, tenant="acme", version=PIPELINE)
     frames = list(result.frames)
@@ -117,7 +120,19 @@ def _result_of_done_1(objects: LocalObjectStore) -> None:
         image = np.full((90, 160, 3), shade, dtype=np.uint8)
         frames[index] = dataclasses.replace(frames[index], thumbnail=thumbnail(image, 160))
     frames[3] = dataclasses.replace(frames[3], boundaries=(ShotBoundary(1.5, "cut", 40, 1.5, 1.5),))
-    ResultDocumentSink(objects).write([dataclasses.replace(result, frames=frames)])
+    speech = Speech(
+        status="failed",
+        segments=(
+            SpeechSegment(0.2, 1.4, " Mind the gap.", -0.2, 0.01),
+            SpeechSegment(1.6, 2.1, HOSTILE, -0.9, 0.2),
+        ),
+        language="en",
+        audio_s=2.2,
+        error_code="audio_decode_error",
+        error_message="cannot decode the audio track at 2.2 s",
+    )
+    done = dataclasses.replace(result, frames=frames, speech=speech)
+    ResultDocumentSink(objects).write([done])
 
 
 @pytest.fixture
@@ -344,7 +359,9 @@ async def test_dashboard_asks_for_a_token(page: Page, browser: Any) -> None:
     assert sorted(rows) == ["keynote-7", "lecture-42"]
 
 
-async def test_a_done_videos_result_shows_its_shots_and_text(page: Page, browser: Any) -> None:
+async def test_a_done_videos_result_shows_its_shots_speech_and_text(
+    page: Page, browser: Any
+) -> None:
     from selenium.webdriver.common.by import By
 
     await asyncio.to_thread(browser.get, f"{page.base}/dashboard#token={TOKEN}")
@@ -370,9 +387,16 @@ async def test_a_done_videos_result_shows_its_shots_and_text(page: Page, browser
     spans = _texts(browser, "#spans .span-text")
     assert spans == ["PLATFORM 9", HOSTILE]  # the hostile text shown literally, not run
     assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#spans img")
+    said = _texts(browser, "#speech tr:has(.speech-text)")
+    assert said == ["0:00.2–0:01.4 Mind the gap.", f"0:01.6–0:02.1 {HOSTILE}"]
+    assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#speech img")
+    status = browser.find_element(By.ID, "speech-status").text
+    assert "audio_decode_error: cannot decode the audio track at 2.2 s" in status
     assert await asyncio.to_thread(lambda: browser.title) == "reelsense · dashboard"
     link = browser.find_element(By.ID, "result-vtt").get_attribute("href")
     assert link.endswith("/v1/videos/done-1/result.vtt?track=text")
+    speech_link = browser.find_element(By.ID, "result-speech-vtt").get_attribute("href")
+    assert speech_link.endswith("/v1/videos/done-1/result.vtt?track=speech")
 
     # A done video without a stored result: the page says why and keeps working.
     await asyncio.to_thread(open_result, "done-2")

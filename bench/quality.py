@@ -3,12 +3,13 @@
     python -m bench.quality [--json OUT] [--workdir DIR] [--quick]
 
 A fixed, seeded corpus of edits (cuts between still and panning shots, dissolves and fades,
-flashes, English and Chinese captions shown mid-shot, held across cuts, ended early) runs
-through the real stages with the sequential runner in ``shots`` sampling mode, and each aspect
-is scored on its own (``bench.quality_score``): shot boundaries and on-screen text spans. The
-boundaries of ``fps`` sampling come from decoding alone, without the model stages: they are
-found on every decoded frame, whatever is sampled. Speech is not measured yet (``speech_wer``
-is null): it needs edits with audio and transcripts, a ``score_speech`` and one more row.
+flashes, English and Chinese captions shown mid-shot, held across cuts, ended early; English
+sentences spoken on the audio track of some, mid-shot and across cuts) runs through the real
+stages with the sequential runner in ``shots`` sampling mode, speech recognition included, and
+each aspect is scored on its own (``bench.quality_score``): shot boundaries, on-screen text
+spans, and speech (word error rate over the corpus, start and end times of each sentence, words
+heard in silence). The boundaries of ``fps`` sampling come from decoding alone, without the
+model stages: they are found on every decoded frame, whatever is sampled.
 
 Videos are written under ``--workdir`` (a temporary directory by default), named after what is
 in them, so a run with the same workdir reuses them (``bench.quality_corpus``).
@@ -28,18 +29,25 @@ from operator import add
 from pathlib import Path
 from typing import Any
 
-from bench.quality_corpus import FPS, SIZE, Edit, corpus, write_corpus
+from bench.quality_corpus import FPS, SIZE, VOICE, Edit, corpus, write_corpus
 from bench.quality_media import EditTruth
-from bench.quality_score import TEXT_SIMILARITY, TOLERANCE_S, score_shots, score_text
+from bench.quality_score import (
+    SPEECH_TOLERANCE_S,
+    TEXT_SIMILARITY,
+    TOLERANCE_S,
+    score_shots,
+    score_speech,
+    score_text,
+)
 from core.config import ServiceConfig
 from core.records import Frame, VideoRef
 from core.shots import video_shots
 from core.spans import TextSpan, text_spans
+from core.speech import Speech
 from stages.pipeline import Pipeline
 from stages.runner import SequentialRunner
 
 SAMPLE_FPS = 1.0
-SPEECH_NOTE = "not measured yet: the corpus has no audio or transcripts"
 
 
 @dataclass
@@ -49,6 +57,7 @@ class Findings:
     boundaries: list[tuple[float, str]]  # shots sampling, the whole pipeline
     fps_boundaries: list[tuple[float, str]]  # fps sampling, decoding alone
     spans: list[TextSpan]
+    speech: Speech | None  # None: recognition did not run
 
 
 def boundaries_of(frames: Sequence[Frame], duration_s: float) -> list[tuple[float, str]]:
@@ -59,19 +68,22 @@ def boundaries_of(frames: Sequence[Frame], duration_s: float) -> list[tuple[floa
 def analyse(truths: Sequence[EditTruth], workdir: Path) -> tuple[list[Findings], float]:
     """Run the pipeline over the edits: the findings of each, and the seconds setup took."""
 
-    def config(mode: str) -> ServiceConfig:
+    def config(mode: str, speech: bool) -> ServiceConfig:
         return ServiceConfig.load(
             limits={"file_roots": (str(workdir),)},
             runtime={"workdir": str(workdir / "work"), "executor": "local"},
             stages={"sample_mode": mode, "sample_fps": SAMPLE_FPS},
+            # Whatever the environment says: the edits' speech is scored, and its timing by the
+            # words' timestamps.
+            asr={"enabled": speech, "word_timestamps": True},
         )
 
-    runner = SequentialRunner(Pipeline.from_config(config("shots")))
+    runner = SequentialRunner(Pipeline.from_config(config("shots", speech=True)))
     started = time.monotonic()
     runner.setup()
     setup_s = time.monotonic() - started
     # Only fetch and decode of this one are set up: no model is loaded twice.
-    decode_only = Pipeline.from_config(config("fps"))
+    decode_only = Pipeline.from_config(config("fps", speech=False))
     decode_only.fetch.setup()
     decode_only.decode.setup()
     findings = []
@@ -89,6 +101,7 @@ def analyse(truths: Sequence[EditTruth], workdir: Path) -> tuple[list[Findings],
                     boundaries=boundaries_of(result.frames, truth.duration_s),
                     fps_boundaries=boundaries_of(fps_frames, truth.duration_s),
                     spans=text_spans(result.frames),
+                    speech=result.speech,
                 )
             )
     finally:
@@ -107,11 +120,12 @@ def report(
 ) -> dict[str, Any]:
     """The figures over the whole corpus (every edit's items counted once), and per edit what
     was missed and what was found that is not there."""
-    shots, fps_shots, text, per_edit = [], [], [], {}
+    shots, fps_shots, text, speech, per_edit = [], [], [], [], {}
     for edit, truth, found in zip(edits, truths, findings, strict=True):
         shots.append(score_shots(truth, found.boundaries))
         fps_shots.append(score_shots(truth, found.fps_boundaries))
         text.append(score_text(truth, found.spans))
+        speech.append(score_speech(truth.utterances, found.speech))
         per_edit[edit.name] = {
             "shots": shots[-1].summary(),
             "shots_found": _rounded(found.boundaries),
@@ -123,9 +137,15 @@ def report(
             "text_missed": _rounded(text[-1].missed),
             "text_false": _rounded(text[-1].false),
             "text_found": _rounded([(s.text, s.start_s, s.end_s, s.score) for s in found.spans]),
+            "speech": speech[-1].summary(),
+            "speech_status": None if found.speech is None else found.speech.status,
+            "speech_heard": None if found.speech is None else found.speech.text,
+            "speech_errors": speech[-1].errors,  # (said, heard), "" for no word
+            "speech_in_silence": _rounded(speech[-1].in_silence),
         }
     all_shots = reduce(add, shots).summary()
     all_text = reduce(add, text).summary()
+    all_speech = reduce(add, speech).summary()
     return {
         "shot_precision": all_shots["precision"],
         "shot_recall": all_shots["recall"],
@@ -135,8 +155,15 @@ def report(
         "text_span_precision": all_text["precision"],
         "text_span_recall": all_text["recall"],
         "text_spans": all_text,
-        "speech_wer": None,
-        "speech_note": SPEECH_NOTE,
+        "speech_wer": all_speech["wer"],
+        "speech_words": all_speech["words"],
+        "speech_substitutions": all_speech["substitutions"],
+        "speech_deletions": all_speech["deletions"],
+        "speech_insertions": all_speech["insertions"],
+        "speech_start_error_s": all_speech["start_error_s"],
+        "speech_end_error_s": all_speech["end_error_s"],
+        "speech_words_in_silence": all_speech["words_in_silence"],
+        "speech": all_speech,
         "edits": per_edit,
     }
 
@@ -152,6 +179,9 @@ def describe(edits: Sequence[Edit], truths: Sequence[EditTruth], quick: bool) ->
         "sample_fps": SAMPLE_FPS,
         "tolerance_s": TOLERANCE_S,
         "text_similarity": TEXT_SIMILARITY,
+        "speech_voice": f"espeak-ng {VOICE}",
+        "speech_tolerance_s": SPEECH_TOLERANCE_S,
+        "speech_s": round(sum(u.end_s - u.start_s for t in truths for u in t.utterances), 2),
         "edits": [
             {
                 "name": edit.name,
@@ -160,6 +190,7 @@ def describe(edits: Sequence[Edit], truths: Sequence[EditTruth], quick: bool) ->
                 "boundaries": _rounded(truth.boundaries),
                 "captions": _rounded(truth.captions),
                 "flashes": [round(t, 3) for t in truth.flashes],
+                "speech": _rounded([(u.text, u.start_s, u.end_s) for u in truth.utterances]),
             }
             for edit, truth in zip(edits, truths, strict=True)
         ],
@@ -188,7 +219,12 @@ def table(result: dict[str, Any]) -> str:
             f"{name:<24}{fmt(figures['precision']):>10}{fmt(figures['recall']):>8}"
             f"{counts['truth']:>7}{counts['found']:>7}{counts['matched']:>9}"
         )
-    rows.append(f"{'speech (WER)':<24}{'-':>10}  {result['speech_note']}")
+    speech = result["speech"]
+    rows.append(
+        f"speech: WER {fmt(speech['wer'])} over {speech['words']} words "
+        f"({speech['substitutions']} substituted, {speech['deletions']} deleted, "
+        f"{speech['insertions']} inserted); {speech['words_in_silence']} words heard in silence"
+    )
     kinds = result["shots"]["counts_by_kind"]
     rows.append(
         "shot recall by kind: "
@@ -196,13 +232,14 @@ def table(result: dict[str, Any]) -> str:
         + f"; kind right in {fmt(result['shots']['kind_agreement'])} of matches; "
         f"{result['shots']['false_at_flashes']} false at flashes"
     )
-    spans = result["text_spans"]
-    rows.append(
-        f"span time error (mean absolute): start {fmt(spans['start_error_s'])} s, "
-        f"end {fmt(spans['end_error_s'])} s"
-    )
+    for name, figures in (("span", result["text_spans"]), ("sentence", speech)):
+        rows.append(
+            f"{name} time error (mean absolute): start {fmt(figures['start_error_s'])} s, "
+            f"end {fmt(figures['end_error_s'])} s (bias {fmt(figures['start_bias_s'])}, "
+            f"{fmt(figures['end_bias_s'])} s)"
+        )
     for name, edit in result["edits"].items():
-        for key in ("shots_missed", "shots_false", "text_missed", "text_false"):
+        for key in ("shots_missed", "shots_false", "text_missed", "text_false", "speech_errors"):
             if edit[key]:
                 rows.append(f"  {name}: {key.replace('_', ' ')} {edit[key]}")
     runtime = result["runtime"]

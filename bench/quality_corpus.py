@@ -6,39 +6,54 @@ full corpus covers what tells shot and text detection apart from the easy case: 
 still and panning shots (30 to 480 px/s), dissolves and fades of 0.5 to 1.5 s, single-frame
 flashes (not boundaries), short shots, and English and Chinese captions shown from mid-shot,
 held across a cut, ended mid-shot, changed in place, and two at once (a sign at the top).
+
+Some edits speak: English sentences said by espeak-ng (``bench.speech_media``) from known times,
+mid-shot, across a cut or a transition, and in ``mixed`` across the 30 s edge between two
+windows of speech recognition, with silence between them. Their words have no digits or
+spelling variants ("center", not "centre"), which a word error rate would count as errors of
+the test rather than of recognition.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench import quality_media
+from bench import quality_media, speech_media
 from bench.quality_media import Caption, EditTruth, Shot, edit_truth, write_edit
+from bench.speech_media import Utterance, mux_audio, synthesize, voiced_span
 
 FPS = 25
 SIZE = (640, 360)
+VOICE = "en"  # espeak-ng's English voice
 
 
 @dataclass(frozen=True)
 class Edit:
-    """A named edit and what it is meant to test."""
+    """A named edit and what it is meant to test; ``speech``: sentences spoken from the given
+    seconds into the edit (none: the edit has no audio track)."""
 
     name: str
     about: str
     shots: tuple[Shot, ...]
+    speech: tuple[tuple[float, str], ...] = ()
 
 
 _QUICK = (
     Edit(
         "clean-cuts",
-        "still shots, two hard cuts, one English caption mid-shot",
+        "still shots, two hard cuts, one English caption mid-shot; a sentence mid-shot, one "
+        "across a cut",
         (
             Shot(2.5, seed=1),
             Shot(2.5, seed=2, caption="PLATFORM 9", caption_from_s=0.5),
             Shot(2.5, seed=3),
+        ),
+        speech=(
+            (0.3, "Good morning and welcome aboard."),
+            (4.0, "Mind the gap between the train and the platform."),
         ),
     ),
     Edit(
@@ -62,13 +77,18 @@ _QUICK = (
 _FULL = (
     Edit(
         "cuts-still",
-        "hard cuts between still shots; English captions from mid-shot",
+        "hard cuts between still shots; English captions from mid-shot; speech",
         (
             Shot(4.0, seed=11),
             Shot(3.5, seed=12, caption="PLATFORM 9", caption_from_s=1.0),
             Shot(4.0, seed=13),
             Shot(3.0, seed=14, caption="EXIT 12", caption_from_s=0.5),
             Shot(3.5, seed=15),
+        ),
+        speech=(
+            (0.5, "Welcome to the data center tour."),
+            (6.4, "The exit is on your left after the stairs."),
+            (12.0, "Everything in the shop is on sale this week."),
         ),
     ),
     Edit(
@@ -85,7 +105,8 @@ _FULL = (
     ),
     Edit(
         "dissolves",
-        "dissolves of 0.5, 1.0 and 1.5 s between still and panning shots",
+        "dissolves of 0.5, 1.0 and 1.5 s between still and panning shots; speech across a "
+        "dissolve and a cut",
         (
             Shot(4.0, seed=31),
             Shot(
@@ -100,6 +121,11 @@ _FULL = (
             Shot(4.5, "dissolve", 1.0, seed=33),
             Shot(4.5, "dissolve", 1.5, pan_px_per_s=120, seed=34),
             Shot(4.0, "cut", caption="EXIT 12", caption_from_s=1.0, seed=35),
+        ),
+        speech=(
+            (3.0, "Our next stop is the central library."),
+            (9.5, "Please keep your bags with you at all times."),
+            (17.8, "The doors are closing, please stand clear."),
         ),
     ),
     Edit(
@@ -126,7 +152,7 @@ _FULL = (
     ),
     Edit(
         "held-captions",
-        "captions held across cuts, ended mid-shot, changed in place, and a top sign",
+        "captions held across cuts, ended mid-shot, changed in place, and a top sign; speech",
         (
             Shot(4.0, caption="SALE 50%", caption_from_s=1.0, seed=61),
             Shot(3.5, pan_px_per_s=50, caption="SALE 50%", seed=62),
@@ -147,6 +173,11 @@ _FULL = (
                 more_captions=(Caption("EXIT 13", 2.0),),
             ),
         ),
+        speech=(
+            (1.0, "Tickets can be bought at the machine by the entrance."),
+            (14.0, "The weather today is warm and sunny."),
+            (19.8, "This evening the museum closes early."),
+        ),
     ),
     Edit(
         "short-shots",
@@ -165,7 +196,8 @@ _FULL = (
     ),
     Edit(
         "mixed",
-        "a longer mix: pans across cuts, dissolves and fades, flashes, captions",
+        "a longer mix: pans across cuts, dissolves and fades, flashes, captions; speech, the "
+        "last across a cut and the 30 s edge of the recogniser's window",
         (
             Shot(3.0, pan_px_per_s=80, seed=81),
             Shot(3.5, pan_px_per_s=80, caption="PLATFORM 9", caption_from_s=0.7, seed=82),
@@ -177,6 +209,11 @@ _FULL = (
             Shot(3.5, "fade", 1.2, caption="SALE 50%", caption_from_s=0.5, seed=88),
             Shot(3.0, pan_px_per_s=-120, flash_at_s=1.2, seed=89),
         ),
+        speech=(
+            (1.0, "Please open the seminar room now."),
+            (13.6, "The train to the coast leaves from this platform."),
+            (29.2, "Thank you for riding with us."),
+        ),
     ),
 )
 
@@ -186,18 +223,50 @@ def corpus(quick: bool) -> tuple[Edit, ...]:
     return _QUICK if quick else _FULL
 
 
+def _digest(spec: object) -> str:
+    return hashlib.sha256(repr(spec).encode()).hexdigest()[:12]
+
+
 def write_corpus(edits: Sequence[Edit], folder: Path) -> list[EditTruth]:
     """The edits' videos, written unless written before: a file is named after the shots, the
-    frame rate, the size and the code that draws them, so a changed edit gets a new file."""
-    drawing = hashlib.sha256(Path(quality_media.__file__).read_bytes()).hexdigest()
+    speech, the frame rate, the size and the code that draws and mixes them, so a changed edit
+    gets a new file."""
+    code = b"".join(Path(m.__file__ or "").read_bytes() for m in (quality_media, speech_media))
     truths = []
     for edit in edits:
-        spec = repr((edit.shots, FPS, SIZE, drawing)).encode()
-        path = folder / f"{edit.name}-{hashlib.sha256(spec).hexdigest()[:12]}.mp4"
+        spoken = [(start, text, _sentence(text, folder / "speech")) for start, text in edit.speech]
+        name = _digest((edit.shots, edit.speech, VOICE, FPS, SIZE, hashlib.sha256(code).digest()))
+        path = folder / f"{edit.name}-{name}.mp4"
         if not path.is_file():
             # Written aside and renamed, so an interrupted run leaves no half video to reuse.
             partial = path.with_suffix(".partial.mp4")
             write_edit(partial, edit.shots, fps=FPS, size=SIZE)
+            if spoken:
+                silent, partial = partial, path.with_suffix(".speech.partial.mp4")
+                mux_audio(silent, [(start, wav) for start, _, wav in spoken], partial)
+                silent.unlink()
             partial.replace(path)
-        truths.append(edit_truth(path, edit.shots, FPS))
+        truth = edit_truth(path, edit.shots, FPS)
+        utterances = tuple(_utterance(text, start, wav) for start, text, wav in spoken)
+        if any(u.end_s > truth.duration_s for u in utterances):
+            # The audio track would outlast the picture, and the video's duration change.
+            raise ValueError(f"{edit.name}: speech runs past the end of the video")
+        truths.append(replace(truth, utterances=utterances))
     return truths
+
+
+def _sentence(text: str, folder: Path) -> Path:
+    """The sentence spoken into a WAV, unless spoken before (named after the text and voice)."""
+    wav = folder / f"{_digest((text, VOICE))}.wav"
+    if not wav.is_file():
+        partial = wav.with_suffix(".partial.wav")
+        synthesize(text, partial, VOICE)
+        partial.replace(wav)
+    return wav
+
+
+def _utterance(text: str, start_s: float, wav: Path) -> Utterance:
+    """Where the voice of a sentence played from ``start_s`` is: its first to its last sound,
+    not the WAV's span (espeak-ng ends each with about 0.3 s of silence)."""
+    first, last = voiced_span(wav)
+    return Utterance(text, start_s + first, start_s + last)

@@ -7,7 +7,8 @@ shot to its end or an earlier time. ``write_edit`` encodes the shots with H.264 
 truth: the boundary times (a cut at the first frame of the new shot, a transition at its middle)
 and every caption's on-screen interval. A caption that one shot shows up to its end and the next,
 entered by a cut, shows from its start (same text, same place) is one caption on screen, held
-across the cut, and the truth has it once.
+across the cut, and the truth has it once. Speech is laid on an edit's audio track afterwards
+(``bench.quality_corpus``), and its sentences join the truth.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
+from bench.speech_media import Utterance
 from core.records import Image
 from devkit.samples import Size, _font
 
@@ -75,6 +77,9 @@ class EditTruth:
     boundaries: tuple[tuple[float, str], ...]  # (time, "cut" | "dissolve" | "fade")
     captions: tuple[tuple[str, float, float], ...]  # (text, start, end)
     flashes: tuple[float, ...] = field(default=())
+    # Sentences on the audio track, from the first sound of their voice to the last (laid by
+    # ``bench.quality_corpus``); none: the edit has no audio track.
+    utterances: tuple[Utterance, ...] = field(default=())
 
 
 def _texture(shot: Shot, size: Size) -> Image:

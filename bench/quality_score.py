@@ -1,22 +1,29 @@
 """Scoring of what the pipeline found against an edit's truth, one ``score_*`` function per
-aspect: shot boundaries and on-screen text spans (speech, when it is measured, gets its own).
+aspect: shot boundaries, on-screen text spans and speech.
 
 Found items are matched to true ones one-to-one, best pair first (``greedy_pairs``): a
 boundary by time within ``TOLERANCE_S``, a text span by its text (normalised as the spans are,
-``core.spans.normalise``, then alike by ``TEXT_SIMILARITY``) and an overlapping time. Scores
-add up, so a corpus's figures count every edit's items once (micro-averaged).
+``core.spans.normalise``, then alike by ``TEXT_SIMILARITY``) and an overlapping time. Speech is
+scored as recognisers are, by word error rate: the words heard are aligned to the words said
+with the fewest substitutions, deletions and insertions (``align_words``), over words
+lowercased and stripped of punctuation (``words_of``), and the errors counted over the number
+of words said. Scores add up, so a corpus's figures count every edit's items once
+(micro-averaged): its WER is all edits' errors over all their words.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.quality_media import EditTruth
+from bench.speech_media import Utterance
 from core.spans import SIMILARITY, TextSpan, normalise
+from core.speech import Speech, SpokenWord
 
 TOLERANCE_S = 0.2  # a found boundary this close to a true one is that one
 # The least difflib ratio of normalised texts for a span to be a caption: what core.spans
@@ -25,6 +32,11 @@ TEXT_SIMILARITY = SIMILARITY
 KINDS = ("cut", "dissolve", "fade")
 FOUND_KIND = {"cut": "cut", "dissolve": "gradual", "fade": "gradual"}
 FOUND_KINDS = ("cut", "gradual")
+# A word heard further than this from every sentence's voice was heard in silence. Whisper's word
+# times are tokens on a 20 ms grid, and a sentence's first word starts where the VAD's 0.4 s of
+# padding does.
+SPEECH_TOLERANCE_S = 0.5
+Step = tuple[int | None, int | None]  # (said word, heard word); None: deleted, or inserted
 
 
 @dataclass
@@ -117,25 +129,107 @@ class TextScore:
 
     def summary(self) -> dict[str, Any]:
         """The figures; errors in seconds, ``*_bias_s`` signed (positive: found late)."""
-
-        def mean(errors: Sequence[float], absolute: bool) -> float | None:
-            if not errors:
-                return None
-            return round(statistics.fmean(abs(e) if absolute else e for e in errors), 3)
-
         return {
             "precision": rounded(self.tally.precision),
             "recall": rounded(self.tally.recall),
             "counts": self.tally.to_json(),
-            "start_error_s": mean(self.start_errors, absolute=True),
-            "end_error_s": mean(self.end_errors, absolute=True),
-            "start_bias_s": mean(self.start_errors, absolute=False),
-            "end_bias_s": mean(self.end_errors, absolute=False),
+            **time_errors(self.start_errors, self.end_errors),
+        }
+
+
+@dataclass(frozen=True)
+class WordCounts:
+    """Words said, and the errors of what was heard against them."""
+
+    words: int = 0
+    substitutions: int = 0
+    deletions: int = 0
+    insertions: int = 0
+
+    def __add__(self, other: WordCounts) -> WordCounts:
+        return WordCounts(
+            self.words + other.words,
+            self.substitutions + other.substitutions,
+            self.deletions + other.deletions,
+            self.insertions + other.insertions,
+        )
+
+    @property
+    def wer(self) -> float | None:
+        """(S + D + I) / N: None when nothing was said; above 1 when many words were made up."""
+        errors = self.substitutions + self.deletions + self.insertions
+        return errors / self.words if self.words else None
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Words heard against words said, in order: ``steps`` pairs each said word with the heard
+    word it was taken for (the same word or a substitute) or with None (deleted), and gives
+    each heard word not taken for one a step of its own (inserted)."""
+
+    counts: WordCounts
+    steps: tuple[Step, ...]
+
+
+@dataclass
+class SpeechScore:
+    """Speech of one edit or, added up, of several."""
+
+    counts: WordCounts = field(default_factory=WordCounts)
+    sentences: int = 0
+    # Heard - true, in seconds: the first heard word of a sentence against the start of its
+    # voice, for each sentence whose first word was heard (right or as another word); the last
+    # against its end likewise.
+    start_errors: list[float] = field(default_factory=list)
+    end_errors: list[float] = field(default_factory=list)
+    in_silence: list[tuple[str, float, float]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (said, heard); "" for none
+
+    def __add__(self, other: SpeechScore) -> SpeechScore:
+        return SpeechScore(
+            self.counts + other.counts,
+            self.sentences + other.sentences,
+            self.start_errors + other.start_errors,
+            self.end_errors + other.end_errors,
+            self.in_silence + other.in_silence,
+            self.errors + other.errors,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The figures; times as ``TextScore``'s: errors in seconds, biases signed."""
+        counts = self.counts
+        return {
+            "wer": rounded(counts.wer),
+            "words": counts.words,
+            "substitutions": counts.substitutions,
+            "deletions": counts.deletions,
+            "insertions": counts.insertions,
+            "sentences": self.sentences,
+            "sentences_timed": {"start": len(self.start_errors), "end": len(self.end_errors)},
+            **time_errors(self.start_errors, self.end_errors),
+            "words_in_silence": len(self.in_silence),
         }
 
 
 def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
+
+
+def time_errors(start_errors: Sequence[float], end_errors: Sequence[float]) -> dict[str, Any]:
+    """Mean absolute errors of found start and end times, and their means with the sign
+    (``*_bias_s``, positive: found late), in seconds; None where nothing was matched."""
+
+    def mean(errors: Sequence[float], absolute: bool) -> float | None:
+        if not errors:
+            return None
+        return round(statistics.fmean(abs(e) if absolute else e for e in errors), 3)
+
+    return {
+        "start_error_s": mean(start_errors, absolute=True),
+        "end_error_s": mean(end_errors, absolute=True),
+        "start_bias_s": mean(start_errors, absolute=False),
+        "end_bias_s": mean(end_errors, absolute=False),
+    }
 
 
 def greedy_pairs(candidates: list[tuple[Any, int, int]]) -> list[tuple[int, int]]:
@@ -213,4 +307,97 @@ def score_text(truth: EditTruth, spans: Sequence[TextSpan]) -> TextScore:
         end_errors=[spans[j].end_s - truth.captions[i][2] for i, j in pairs],
         missed=[c for i, c in enumerate(truth.captions) if i not in matched_truth],
         false=[(s.text, s.start_s, s.end_s) for j, s in enumerate(spans) if j not in matched_found],
+    )
+
+
+def words_of(text: str) -> list[str]:
+    """The words of ``text`` as a WER counts them: lowercase, apostrophes dropped ("don't" is
+    "dont"), any other punctuation a space ("semi-haroon" is two words)."""
+    return re.sub(r"[^\w\s]", " ", re.sub(r"['’]", "", text.casefold())).split()
+
+
+def align_words(said: Sequence[str], heard: Sequence[str]) -> Alignment:
+    """The alignment of ``heard`` to ``said`` with the fewest substitutions, deletions and
+    insertions (Levenshtein distance over words; where two are as few, a substitution is
+    preferred, which keeps each heard word in the place of the word it was taken for)."""
+    rows, cols = len(said) + 1, len(heard) + 1
+    cost = [[i + j if i == 0 or j == 0 else 0 for j in range(cols)] for i in range(rows)]
+    for i in range(1, rows):
+        for j in range(1, cols):
+            cost[i][j] = min(
+                cost[i - 1][j - 1] + (said[i - 1] != heard[j - 1]),
+                cost[i - 1][j] + 1,
+                cost[i][j - 1] + 1,
+            )
+    steps: list[Step] = []
+    i, j = len(said), len(heard)
+    while i or j:
+        if i and j and cost[i][j] == cost[i - 1][j - 1] + (said[i - 1] != heard[j - 1]):
+            i, j = i - 1, j - 1
+            steps.append((i, j))
+        elif i and cost[i][j] == cost[i - 1][j] + 1:
+            i -= 1
+            steps.append((i, None))
+        else:
+            j -= 1
+            steps.append((None, j))
+    steps.reverse()
+    counts = WordCounts(
+        words=len(said),
+        substitutions=sum(
+            1 for a, b in steps if a is not None and b is not None and said[a] != heard[b]
+        ),
+        deletions=sum(1 for _, b in steps if b is None),
+        insertions=sum(1 for a, _ in steps if a is None),
+    )
+    return Alignment(counts, tuple(steps))
+
+
+def heard_words(speech: Speech | None) -> list[tuple[str, float, float]]:
+    """Every word heard, as ``words_of`` gives it, with the times of the word it is part of
+    (a segment without word timestamps lends its words its own start and end)."""
+    if speech is None:
+        return []
+    heard: list[tuple[str, float, float]] = []
+    for segment in speech.segments:
+        timed = segment.words or (SpokenWord(segment.text, segment.start_s, segment.end_s, 0.0),)
+        for word in timed:
+            heard.extend((token, word.start_s, word.end_s) for token in words_of(word.text))
+    return heard
+
+
+def score_speech(utterances: Sequence[Utterance], speech: Speech | None) -> SpeechScore:
+    """What was heard (``speech``; None: nothing) against the sentences said: the words of all
+    of them in order against all words heard, so that a word heard early or late is still
+    matched to its sentence, and a word made up between sentences counts as an insertion."""
+    said: list[str] = []
+    spans: list[tuple[Utterance, int, int]] = []  # a sentence, its first and last word in said
+    for utterance in sorted(utterances, key=lambda u: u.start_s):
+        words = words_of(utterance.text)
+        if words:
+            spans.append((utterance, len(said), len(said) + len(words) - 1))
+        said.extend(words)
+    heard = heard_words(speech)
+    alignment = align_words(said, [word for word, _, _ in heard])
+    taken = {a: b for a, b in alignment.steps if a is not None and b is not None}
+    return SpeechScore(
+        counts=alignment.counts,
+        sentences=len(utterances),
+        start_errors=[heard[taken[i]][1] - u.start_s for u, i, _ in spans if i in taken],
+        end_errors=[heard[taken[i]][2] - u.end_s for u, _, i in spans if i in taken],
+        in_silence=[word for word in heard if not _near_speech(word, utterances)],
+        errors=[
+            ("" if a is None else said[a], "" if b is None else heard[b][0])
+            for a, b in alignment.steps
+            if a is None or b is None or said[a] != heard[b][0]
+        ],
+    )
+
+
+def _near_speech(word: tuple[str, float, float], utterances: Sequence[Utterance]) -> bool:
+    """Whether a heard word lies within ``SPEECH_TOLERANCE_S`` of a sentence's voice."""
+    _, start, end = word
+    return any(
+        start < u.end_s + SPEECH_TOLERANCE_S and end > u.start_s - SPEECH_TOLERANCE_S
+        for u in utterances
     )

@@ -1,6 +1,7 @@
 """``python -m bench.quality --quick`` on its two short edits: the report has its keys and sane
-values, and the clean edit (two hard cuts, one English caption) is found whole. The scoring is
-checked on its own with made-up findings. No timing is asserted: the numbers belong in reports.
+values, the clean edit (two hard cuts, one English caption) is found whole, and its two spoken
+sentences are heard with a word error rate below one half. The scoring is checked on its own
+with made-up findings. No runtime is asserted: the numbers belong in reports.
 """
 
 from __future__ import annotations
@@ -13,8 +14,17 @@ import pytest
 
 from bench.quality import main as quality_main
 from bench.quality_media import Caption, EditTruth, Shot, edit_truth
-from bench.quality_score import score_shots, score_text
+from bench.quality_score import (
+    WordCounts,
+    align_words,
+    score_shots,
+    score_speech,
+    score_text,
+    words_of,
+)
+from bench.speech_media import Utterance, espeak_path
 from core.spans import TextSpan
+from core.speech import Speech, SpeechSegment, SpokenWord
 
 BOX = ((0.0, 0.0), (10.0, 0.0), (10.0, 5.0), (0.0, 5.0))
 
@@ -42,6 +52,8 @@ def ratios(report: dict[str, Any]) -> list[float | None]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_quick_run_reports_every_aspect(tmp_path: Path) -> None:
+    if espeak_path() is None:
+        pytest.skip("espeak-ng is not installed (scripts/bootstrap.sh installs it)")
     out = tmp_path / "quality.json"
     code = quality_main(["--quick", "--workdir", str(tmp_path / "work"), "--json", str(out)])
     assert code == 0
@@ -53,14 +65,18 @@ def test_quick_run_reports_every_aspect(tmp_path: Path) -> None:
         "text_span_precision",
         "text_span_recall",
         "speech_wer",
-        "speech_note",
+        "speech_words",
+        "speech_substitutions",
+        "speech_deletions",
+        "speech_insertions",
+        "speech_start_error_s",
+        "speech_end_error_s",
+        "speech_words_in_silence",
         "shots_fps_mode",
         "corpus",
         "runtime",
     ):
         assert key in report, key
-    assert report["speech_wer"] is None
-    assert report["speech_note"]
     values = ratios(report)
     assert all(v is None or 0.0 <= v <= 1.0 for v in values), values
     assert None not in values[:4]
@@ -76,6 +92,16 @@ def test_quick_run_reports_every_aspect(tmp_path: Path) -> None:
     assert clean["shots_missed"] == []
     assert clean["text"]["counts"]["matched"] == 1
     assert clean["text_missed"] == []
+    # Fourteen words in two sentences, the second across the cut at 4.96 s.
+    wer = report["speech_wer"]
+    assert isinstance(wer, float)
+    assert 0.0 <= wer < 0.5, (wer, clean["speech_errors"])
+    assert report["speech_words"] == 14
+    assert clean["speech_status"] == "done"
+    assert report["edits"]["dissolve-flash"]["speech_status"] == "no_audio"
+    assert report["speech"]["sentences_timed"] == {"start": 2, "end": 2}
+    for key in ("speech_start_error_s", "speech_end_error_s"):
+        assert 0.0 <= report[key] < 1.0, (key, report[key])
 
 
 def test_boundaries_match_one_to_one_within_the_tolerance() -> None:
@@ -129,3 +155,91 @@ def test_a_caption_held_across_a_cut_is_one_caption() -> None:
         ("EXIT 12", 3.0, 4.0),
         ("SALE 50%", start, start + 1.5),
     ]
+
+
+def words(phrase: str) -> list[str]:
+    return phrase.split()
+
+
+def test_word_errors_are_substitutions_deletions_and_insertions() -> None:
+    said = words("please open the seminar room")
+    assert align_words(said, said).counts == WordCounts(5, 0, 0, 0)
+    assert align_words(said, said).counts.wer == 0.0
+    substituted = align_words(said, words("please open the semi room"))
+    assert substituted.counts == WordCounts(5, 1, 0, 0)
+    assert substituted.steps == ((0, 0), (1, 1), (2, 2), (3, 3), (4, 4))
+    deleted = align_words(said, words("please the seminar room"))
+    assert deleted.counts == WordCounts(5, 0, 1, 0)
+    assert deleted.steps[1] == (1, None)
+    inserted = align_words(said, words("please open the semi haroon room"))
+    assert inserted.counts == WordCounts(5, 1, 0, 1)  # "semi" for "seminar", "haroon" made up
+    assert inserted.counts.wer == pytest.approx(2 / 5)
+    # One of each: "bat" for "cat", "on" lost, "today" made up.
+    mixed = align_words(words("the cat sat on the mat"), words("the bat sat the mat today"))
+    assert mixed.counts == WordCounts(6, 1, 1, 1)
+    assert mixed.steps == ((0, 0), (1, 1), (2, 2), (3, None), (4, 3), (5, 4), (None, 5))
+    assert mixed.counts.wer == pytest.approx(3 / 6)
+    # Words made up beyond those said: more errors than words.
+    assert align_words(["yes"], words("yes yes yes")).counts.wer == 2.0
+
+
+def test_word_errors_with_nothing_said_or_nothing_heard() -> None:
+    nothing_said = align_words([], ["hello", "there"])
+    assert nothing_said.counts == WordCounts(0, 0, 0, 2)
+    assert nothing_said.counts.wer is None  # no words to count errors over
+    assert nothing_said.steps == ((None, 0), (None, 1))
+    nothing_heard = align_words(["hello", "there"], [])
+    assert nothing_heard.counts == WordCounts(2, 0, 2, 0)
+    assert nothing_heard.counts.wer == 1.0
+    assert align_words([], []).counts == WordCounts()
+    # Corpus figures add the errors and the words: not the mean of the rates.
+    total = WordCounts(10, 1, 0, 0) + WordCounts(2, 0, 2, 0)
+    assert total.wer == pytest.approx(3 / 12)
+
+
+def test_words_are_lowercase_without_punctuation() -> None:
+    assert words_of("Mind the GAP, please!") == ["mind", "the", "gap", "please"]
+    assert words_of("Don't open the semi-haroon.") == ["dont", "open", "the", "semi", "haroon"]
+    assert words_of("  ") == []
+
+
+def heard(*words: tuple[str, float, float]) -> Speech:
+    spoken = tuple(SpokenWord(text, start, end, 0.9) for text, start, end in words)
+    segment = SpeechSegment(spoken[0].start_s, spoken[-1].end_s, "", -0.2, 0.01, spoken)
+    return Speech("done", (segment,), "en", 10.0)
+
+
+def test_speech_is_scored_by_words_timing_and_words_in_silence() -> None:
+    said = [Utterance("Good morning.", 1.0, 2.0), Utterance("Mind the gap!", 5.0, 6.5)]
+    score = score_speech(
+        said,
+        heard(
+            ("Good", 0.7, 1.2),
+            ("morning.", 1.2, 2.1),
+            ("uh", 3.5, 3.7),  # in the silence between the sentences
+            ("Mind", 5.2, 5.5),
+            ("that", 5.5, 5.8),
+            ("gap.", 5.8, 6.3),
+        ),
+    )
+    assert score.counts == WordCounts(5, 1, 0, 1)
+    assert score.errors == [("", "uh"), ("the", "that")]
+    assert score.start_errors == pytest.approx([-0.3, 0.2])
+    assert score.end_errors == pytest.approx([0.1, -0.2])
+    assert score.in_silence == [("uh", 3.5, 3.7)]
+    summary = score.summary()
+    assert summary["wer"] == pytest.approx(0.4)
+    assert summary["start_error_s"] == pytest.approx(0.25)
+    assert summary["start_bias_s"] == pytest.approx(-0.05)
+
+
+def test_a_sentence_whose_first_word_was_not_heard_has_no_start_error() -> None:
+    said = [Utterance("Mind the gap", 5.0, 6.5)]
+    score = score_speech(said, heard(("the", 5.4, 5.6), ("gap", 5.8, 6.4)))
+    assert score.counts == WordCounts(3, 0, 1, 0)
+    assert score.start_errors == []
+    assert score.end_errors == pytest.approx([-0.1])
+    assert score.in_silence == []
+    nothing = score_speech(said, None)
+    assert nothing.counts == WordCounts(3, 0, 3, 0)
+    assert nothing.summary()["start_error_s"] is None

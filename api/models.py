@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
 from checkpoint.base import VideoState, VideoStatus
+from core.description import ShotDescription
 
 
 class ErrorDetail(BaseModel):
@@ -166,6 +167,11 @@ class ShotInfo(BaseModel):
     samples: int = Field(description="How many samples were taken in the shot.")
     thumbnail_url: str | None = Field(
         default=None, description="Where the keyframe's JPEG is served; null without one."
+    )
+    description: ShotDescription | None = Field(
+        default=None,
+        description="What the VLM says the keyframe shows, in a fixed JSON schema (constrained "
+        "decoding: it always parses); null when no VLM runs or its answer did not complete.",
     )
 
 

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.description import DESCRIPTION_PROMPT
 from core.errors import PermanentError
 from core.stage_names import DECODE, FETCH, FUSABLE
 
@@ -158,8 +159,18 @@ class StageSettings(BaseSettings):
     embed_threads: int = 1
     vlm_model: str | None = None  # off unless configured: a path or model id
     vlm_engine: Literal["transformers", "vllm"] = "transformers"
-    vlm_prompt: str = "Describe this video frame in one sentence."
-    vlm_max_new_tokens: int = 32
+    # description: an answer in the JSON schema of ``core.description``, by constrained
+    # decoding; caption: one sentence of free text.
+    vlm_output: Literal["description", "caption"] = "description"
+    # shots: the first sample of each shot (every sample when shot detection is off);
+    # samples: every sample analysed.
+    vlm_scope: Literal["shots", "samples"] = "shots"
+    vlm_prompt: str = "Describe this video frame in one sentence."  # captions
+    vlm_description_prompt: str = DESCRIPTION_PROMPT
+    vlm_max_new_tokens: int = 32  # captions
+    # Enough for any answer a real model gives (tens of tokens); one cut short is recorded
+    # as no description.
+    vlm_description_max_tokens: int = Field(default=512, ge=64)
     # Pixels per frame the VLM sees (Qwen2-VL resizes to fit); None keeps the model's default.
     vlm_max_pixels: int | None = Field(default=None, ge=28 * 28 * 4)
     vlm_batch_size: int = Field(default=8, ge=1)  # frames per generate call (transformers engine)

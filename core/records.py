@@ -123,6 +123,8 @@ class Frame:
     keyframe: bool = False
     ocr_lines: list[OcrLine] = field(default_factory=list)
     caption: str = ""
+    # What the VLM answered in the schema of ``core.description`` (a JSON object), if asked.
+    description: dict[str, Any] | None = None
     embedding: Vector | None = None
     boundaries: tuple[ShotBoundary, ...] = ()
     repeat_of: int | None = None
@@ -147,6 +149,7 @@ class Frame:
             "keyframe": bool(self.keyframe),
             "ocr_lines": [line.to_json() for line in self.ocr_lines],
             "caption": self.caption,
+            "description": self.description,
             "boundaries": [boundary.to_json() for boundary in self.boundaries],
             "repeat_of": self.repeat_of,
             "thumbnail": self.thumbnail is not None,
@@ -162,6 +165,7 @@ class Frame:
             keyframe=bool(raw["keyframe"]),
             ocr_lines=[OcrLine.from_json(line) for line in raw["ocr_lines"]],
             caption=str(raw["caption"]),
+            description=raw.get("description"),
             embedding=embedding,
             boundaries=tuple(ShotBoundary.from_json(b) for b in raw.get("boundaries") or ()),
             repeat_of=None if repeat_of is None else int(repeat_of),

@@ -10,6 +10,8 @@ here at the boundary, to the errors in ``models.errors``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -60,8 +62,16 @@ class VlmEngine(ModelEngine):
     """A vision-language model that answers a prompt about each image."""
 
     @abstractmethod
-    def caption(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
-        """One answer per RGB image, in order, decoded greedily (same input, same output)."""
+    def caption(
+        self,
+        images: list[Image],
+        prompt: str,
+        max_new_tokens: int,
+        schema: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """One answer per RGB image, in order, decoded greedily (same input, same output);
+        with ``schema``, each answer is JSON that the JSON schema accepts (constrained
+        decoding), unless ``max_new_tokens`` cuts it short."""
 
 
 def require_rgb(image: object) -> Image:

@@ -1,12 +1,16 @@
-"""Vision-language models for frame captions: transformers on CPU, vLLM on GPU workers.
+"""Vision-language models for frame captions and structured descriptions: transformers on
+CPU, vLLM on GPU workers.
 
-Both engines run Qwen2-VL-family checkpoints with the same prompt, so switching engine changes
-throughput, not what is asked.
+Both engines run Qwen2-VL-family checkpoints with the same prompt, and constrain their
+answers to the same JSON schema when one is given (``models.structured`` for transformers,
+structured outputs for vLLM), so switching engine changes throughput, not what is asked.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from PIL import Image as PILImage
@@ -15,6 +19,7 @@ from core.config import StageSettings
 from core.records import Image
 from models.base import VlmEngine, require_rgb
 from models.errors import InferenceFailed, ModelLoadError, ModelUnavailable
+from models.structured import JsonConstraint
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,7 @@ class TransformersVlmEngine(VlmEngine):
         self._tokenizer: Any = None
         self._images: Any = None
         self._image_token_id = -1
+        self._constraints: dict[str, JsonConstraint] = {}
 
     @property
     def model_id(self) -> str:
@@ -101,18 +107,41 @@ class TransformersVlmEngine(VlmEngine):
         self._model, self._tokenizer, self._images = model, tokenizer, images
         self._image_token_id = int(image_token_id)
 
-    def caption(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
+    def caption(
+        self,
+        images: list[Image],
+        prompt: str,
+        max_new_tokens: int,
+        schema: Mapping[str, Any] | None = None,
+    ) -> list[str]:
         if self._model is None:
             raise RuntimeError("TransformersVlmEngine.load() must run before caption()")
         checked = [require_rgb(image) for image in images]
+        constraint = self._constraint(schema) if schema is not None else None
         out: list[str] = []
         for start in range(0, len(checked), self.batch_size):
             batch = checked[start : start + self.batch_size]
-            out.extend(self._generate(batch, prompt, max_new_tokens))
+            out.extend(self._generate(batch, prompt, max_new_tokens, constraint))
         return out
 
-    def _generate(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
+    def _constraint(self, schema: Mapping[str, Any]) -> JsonConstraint:
+        """The schema compiled against this model's vocabulary, once per schema."""
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._constraints:
+            self._constraints[key] = JsonConstraint(
+                schema, self._tokenizer, int(self._tokenizer.eos_token_id)
+            )
+        return self._constraints[key]
+
+    def _generate(
+        self,
+        images: list[Image],
+        prompt: str,
+        max_new_tokens: int,
+        constraint: JsonConstraint | None,
+    ) -> list[str]:
         import torch
+        from transformers import LogitsProcessorList
 
         try:
             pixels = self._images(images=images, return_tensors="pt")
@@ -128,6 +157,9 @@ class TransformersVlmEngine(VlmEngine):
                     mm_token_type_ids=mm_token_type_ids,
                     max_new_tokens=max_new_tokens,
                     do_sample=False,
+                    logits_processor=LogitsProcessorList(
+                        [constraint.processor()] if constraint is not None else []
+                    ),
                 )
             new_tokens = generated[:, tokens["input_ids"].shape[1] :]
             decoded = self._tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
@@ -179,7 +211,13 @@ class VllmVlmEngine(VlmEngine):
             raise ModelLoadError(f"vLLM cannot load {self.model}: {exc}") from exc
         self._sampling = SamplingParams
 
-    def caption(self, images: list[Image], prompt: str, max_new_tokens: int) -> list[str]:
+    def caption(
+        self,
+        images: list[Image],
+        prompt: str,
+        max_new_tokens: int,
+        schema: Mapping[str, Any] | None = None,
+    ) -> list[str]:
         if self._llm is None:
             raise RuntimeError("VllmVlmEngine.load() must run before caption()")
         text = qwen2_vl_prompt(prompt)
@@ -187,7 +225,12 @@ class VllmVlmEngine(VlmEngine):
             {"prompt": text, "multi_modal_data": {"image": PILImage.fromarray(require_rgb(image))}}
             for image in images
         ]
-        params = self._sampling(temperature=0.0, max_tokens=max_new_tokens)
+        constrained = {}
+        if schema is not None:  # vLLM's structured outputs: the same schema, its own backend
+            from vllm.sampling_params import StructuredOutputsParams
+
+            constrained = {"structured_outputs": StructuredOutputsParams(json=dict(schema))}
+        params = self._sampling(temperature=0.0, max_tokens=max_new_tokens, **constrained)
         try:
             outputs = self._llm.generate(requests, params, use_tqdm=False)
         except Exception as exc:

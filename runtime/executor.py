@@ -144,6 +144,7 @@ def merge_outputs(outputs: list[Chunk]) -> Chunk:
             found = other.frames[position]
             merged.ocr_lines = merged.ocr_lines or found.ocr_lines
             merged.caption = merged.caption or found.caption
+            merged.description = merged.description or found.description
         frames.append(merged)
     return replace(base, frames=frames)
 

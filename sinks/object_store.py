@@ -80,15 +80,23 @@ def result_document(result: VideoResult) -> dict[str, Any]:
 
 
 def shot_entries(result: VideoResult) -> list[dict[str, Any]]:
-    """The shots, each with the key of its keyframe's thumbnail (None without one)."""
+    """The shots, each with the key of its keyframe's thumbnail (None without one) and the
+    VLM's description of it (None without one)."""
     ref, version = result.ref, _decode_version(result)
     thumbnails = {f.index for f in result.frames if f.thumbnail is not None}
+    described = sorted(
+        (f for f in result.frames if f.description is not None), key=lambda f: f.timestamp_s
+    )
     shots = []
     for shot in video_shots(result.frames, result.probe.duration_s):
         key = None
         if shot.keyframe is not None and shot.keyframe in thumbnails:
             key = thumbnail_key(ref.tenant, ref.video_id, version, shot.keyframe)
-        shots.append({**shot.to_json(), "thumbnail": key})
+        inside = [f for f in described if shot.start_s <= f.timestamp_s < shot.end_s]
+        # The keyframe's description (it is the sample described), else the first in the shot.
+        inside.sort(key=lambda f: f.index != shot.keyframe)
+        description = inside[0].description if inside else None
+        shots.append({**shot.to_json(), "thumbnail": key, "description": description})
     return shots
 
 

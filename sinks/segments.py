@@ -2,7 +2,9 @@
 
 Kinds: ``shot`` (``core.shots``; attributes: how it begins, its keyframe and thumbnail key),
 ``text`` (on-screen text spans, ``core.spans``; attributes: box, score, samples) and
-``speech`` (transcript segments, ``core.speech``; attributes: language, confidence, words). Rows are
+``speech`` (transcript segments, ``core.speech``; attributes: language, confidence, words)
+and ``description`` (the VLM's description of a shot, ``core.description``: text is its
+caption, attributes the whole description). Rows are
 keyed by (video_id, kind, seq), seq counting the segments of one kind in time order, and
 written by the same video-keyed upsert as the other tables, so a video re-processed ends up
 with exactly its new segments. Query it with any Lance or Arrow tool, e.g. every shot longer
@@ -46,9 +48,14 @@ def segments_schema() -> pa.Schema:
 def segments_of(result: VideoResult) -> list[dict[str, Any]]:
     """The segments of one result as ``kind, start_s, end_s, text, attributes`` rows."""
     rows: list[dict[str, Any]] = []
-    for shot in shot_entries(result):
+    shots = shot_entries(result)
+    for shot in shots:
         attributes = {k: shot[k] for k in ("entered_by", "transition_s", "keyframe", "thumbnail")}
         rows.append(_row("shot", shot["start_s"], shot["end_s"], "", attributes))
+    for shot in shots:
+        if (description := shot["description"]) is not None:
+            text = str(description.get("caption", ""))
+            rows.append(_row("description", shot["start_s"], shot["end_s"], text, description))
     for span in text_spans(result.frames):
         box = [[float(x), float(y)] for x, y in span.box]
         attributes = {"box": box, "score": round(span.score, 4), "samples": span.frames}

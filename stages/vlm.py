@@ -1,26 +1,37 @@
-"""The VLM stage: a caption for each frame from a vision-language model."""
+"""The VLM stage: what each shot shows, from a vision-language model.
+
+By default it describes the first sample of each shot (the shot's keyframe, the one with its
+thumbnail) in the JSON schema of ``core.description``, with constrained decoding: every
+answer parses, and its caption also becomes the frame's text for search. It can instead
+caption every sample in free text (``vlm_output``, ``vlm_scope``).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 from core.config import StageSettings
+from core.description import description_schema, parse_description, schema_digest
 from core.records import Chunk, Frame, Image
 from core.stage_names import VLM
 from models.base import VlmEngine
 from models.vlm import engine_for
 from stages.base import Resources, Stage
 
+log = logging.getLogger(__name__)
+
 
 class VlmStage(Stage[Chunk, Chunk]):
-    """Fills ``frame.caption`` for every frame that still has its pixels.
+    """Fills ``frame.description`` and ``frame.caption`` for the frames in scope that still
+    have their pixels.
 
     Only built when ``settings.vlm_model`` is set; frames of all chunks in a batch (possibly of
-    different videos) are captioned together so the engine can batch them.
+    different videos) are described together so the engine can batch them.
     """
 
     name = VLM
-    fills = ("caption",)
+    fills = ("caption", "description")
     # The transformers engine on CPU. The vLLM engine needs a GPU: a deployment that runs it
     # gives the pool one (``ray.vlm.num_gpus``, as deploy/config/production.yaml does).
     resources = Resources(cpus=0.5)
@@ -34,14 +45,29 @@ class VlmStage(Stage[Chunk, Chunk]):
     def version_params(self) -> Mapping[str, object]:
         # The engine is part of the version: vLLM and transformers kernels differ numerically,
         # and greedy decoding can follow a different path from a tiny difference.
+        s = self._settings
+        described = s.vlm_output == "description"
         return {
-            "model": self._settings.vlm_model,
-            "engine": self._settings.vlm_engine,
-            "prompt": self._settings.vlm_prompt,
-            "max_new_tokens": self._settings.vlm_max_new_tokens,
-            "max_pixels": self._settings.vlm_max_pixels,
+            "model": s.vlm_model,
+            "engine": s.vlm_engine,
+            "output": s.vlm_output,
+            "scope": self._scope,
+            "prompt": s.vlm_description_prompt if described else s.vlm_prompt,
+            "schema": schema_digest() if described else None,
+            "max_new_tokens": s.vlm_description_max_tokens if described else s.vlm_max_new_tokens,
+            "max_pixels": s.vlm_max_pixels,
             "decoding": "greedy",
         }
+
+    @property
+    def _scope(self) -> str:
+        """What is described: shot starts, or (without shot boundaries to go by) samples."""
+        s = self._settings
+        detects = s.shot_detection or s.sample_mode == "shots"
+        return "shots" if s.vlm_scope == "shots" and detects else "samples"
+
+    def _in_scope(self, frame: Frame) -> bool:
+        return self._scope == "samples" or frame.index == 0 or bool(frame.boundaries)
 
     def setup(self) -> None:
         engine = engine_for(self._settings)
@@ -51,24 +77,53 @@ class VlmStage(Stage[Chunk, Chunk]):
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
         if self._engine is None:
             raise RuntimeError("VlmStage.setup() must run before process_batch()")
-        frames: list[Frame] = []
-        images: list[Image] = []
-        for chunk in items:
-            for frame in chunk.frames:
-                if frame.image is not None:
-                    frames.append(frame)
-                    images.append(frame.image)
-        if images:
-            captions = self._engine.caption(
-                images, self._settings.vlm_prompt, self._settings.vlm_max_new_tokens
-            )
-            if len(captions) != len(frames):
-                raise RuntimeError(f"{len(captions)} captions for {len(frames)} frames")
-            for frame, caption in zip(frames, captions, strict=True):
-                frame.caption = caption
+        frames = [
+            frame
+            for chunk in items
+            for frame in chunk.frames
+            if frame.image is not None and self._in_scope(frame)
+        ]
+        if frames:
+            images: list[Image] = [frame.image for frame in frames if frame.image is not None]
+            if self._settings.vlm_output == "description":
+                self._describe(frames, images)
+            else:
+                self._caption(frames, images)
         return list(items)
+
+    def _caption(self, frames: list[Frame], images: list[Image]) -> None:
+        assert self._engine is not None
+        s = self._settings
+        captions = self._engine.caption(images, s.vlm_prompt, s.vlm_max_new_tokens)
+        for frame, caption in zip(frames, _one_each(captions, frames), strict=True):
+            frame.caption = caption
+
+    def _describe(self, frames: list[Frame], images: list[Image]) -> None:
+        assert self._engine is not None
+        s = self._settings
+        answers = self._engine.caption(
+            images, s.vlm_description_prompt, s.vlm_description_max_tokens, description_schema()
+        )
+        for frame, answer in zip(frames, _one_each(answers, frames), strict=True):
+            try:
+                description = parse_description(answer)
+            except ValueError:  # cut short by the token budget: no description
+                log.warning(
+                    "frame %d: the VLM's answer did not complete within %d tokens",
+                    frame.index,
+                    s.vlm_description_max_tokens,
+                )
+                continue
+            frame.description = description.model_dump()
+            frame.caption = description.caption
 
     def teardown(self) -> None:
         if self._engine is not None:
             self._engine.close()
             self._engine = None
+
+
+def _one_each(answers: list[str], frames: list[Frame]) -> list[str]:
+    if len(answers) != len(frames):
+        raise RuntimeError(f"{len(answers)} answers for {len(frames)} frames")
+    return answers

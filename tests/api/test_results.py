@@ -172,6 +172,7 @@ async def test_a_done_videos_result_has_its_text_spans(
             "keyframe_s": 0.0,
             "samples": 6,
             "thumbnail_url": None,
+            "description": None,
         },
         {
             "index": 1,
@@ -183,6 +184,7 @@ async def test_a_done_videos_result_has_its_text_spans(
             "keyframe_s": 3.0,
             "samples": 2,
             "thumbnail_url": None,
+            "description": None,
         },
     ]
     assert body["frames"] is None  # only when asked for
@@ -296,7 +298,7 @@ async def test_a_document_written_before_spans_and_shots_gets_them_on_reading(
     expected = [span.to_json() for span in text_spans(result.frames)]
     assert response.json()["text_spans"] == expected
     made = video_shots(result.frames, result.probe.duration_s)
-    shots = [{**shot.to_json(), "thumbnail_url": None} for shot in made]
+    shots = [{**shot.to_json(), "thumbnail_url": None, "description": None} for shot in made]
     assert response.json()["shots"] == shots
     assert [shot["entered_by"] for shot in shots] == ["start", "cut"]
 

@@ -9,15 +9,20 @@ import httpx
 import pytest
 
 from checkpoint.base import VideoState
+from core.description import ShotDescription
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.service_run import ServiceRun
 from devkit.workload import frame_keys, read_records, upload_record, write_videos
+from tests.models.tiny_vlm import build_tiny_qwen2_vl
 
 pytestmark = pytest.mark.slow
 
 
 async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: None) -> None:
-    run, config, receiver = service_run, service_run.config, service_run.receiver
+    run, receiver = service_run, service_run.receiver
+    # Each shot's keyframe described by a tiny random VLM, in a small pool of its own.
+    vlm = build_tiny_qwen2_vl(run.videos_dir.parent / "tiny-vlm")
+    config = run.configure(stages={"vlm_model": str(vlm)}, ray={"vlm": {"num_cpus": 0.2}})
     videos = write_videos(run.videos_dir, 7)
     # One of them cut at known times, with English and Chinese text and spoken sentences.
     (spoken,) = write_demo_videos(run.videos_dir, 1)
@@ -93,6 +98,9 @@ async def check_result(client: httpx.AsyncClient, video: SampleVideo) -> None:
     assert len(starts) == len(video.scenes)
     assert starts[1:] == pytest.approx(list(video.cut_times_s), abs=0.2)
     for shot in result["shots"]:
+        # Schema-valid by constrained decoding, whatever the (random) model says.
+        description = ShotDescription.model_validate(shot["description"])
+        assert description.scene_type
         assert shot["thumbnail_url"], shot
         thumbnail = await client.get(shot["thumbnail_url"])
         assert thumbnail.status_code == 200

@@ -1,10 +1,11 @@
 """A tiny random Qwen2-VL checkpoint, built offline in milliseconds for tests.
 
-No VLM weights can be downloaded here, so tests build one: a word-level tokenizer over a few
+No VLM weights can be downloaded here, so tests build one: a byte-level BPE tokenizer (as
+Qwen2's: every byte is a token, so it can write any text, JSON included) trained on a few
 words plus Qwen2-VL's special tokens, the real Qwen2-VL image processor, and a two-layer
 ``Qwen2VLForConditionalGeneration`` with random weights, all saved with ``save_pretrained`` so
-that the engine loads them exactly as it loads a real checkpoint. Its captions are random
-words, but they come out of the real preprocessing, vision tower and greedy generation.
+that the engine loads them exactly as it loads a real checkpoint. Its answers are random
+text, but they come out of the real preprocessing, vision tower and greedy generation.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForConditionalGeneration
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 from transformers.utils import logging as hf_logging
@@ -32,30 +33,46 @@ _TEXT = (
     "sentence . system user assistant you are helpful"
 )
 WORDS = tuple(sorted(set(_TEXT.split(" "))))
+# What the merges are learnt from: the words, and JSON shaped like the VLM's answers.
+_CORPUS = (
+    _TEXT,
+    '{"caption":"a man on the street","tags":["street","night"],"objects":["car","sign"],'
+    '"on_screen_text":"","scene_type":"outdoor","safety":[]}',
+)
 # 4 merged patches at most: a handful of image tokens per frame keeps generation fast.
 MAX_PIXELS = 28 * 28 * 4
+
+
+def byte_level_tokenizer() -> PreTrainedTokenizerFast:
+    """A small byte-level BPE tokenizer with Qwen2-VL's special tokens (deterministic)."""
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(_CORPUS, trainer=trainer)
+    backend.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]
+    )
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
 
 
 def build_tiny_qwen2_vl(path: Path, *, seed: int = 0, max_pixels: int = MAX_PIXELS) -> Path:
     """Write a tiny random Qwen2-VL checkpoint (model, tokenizer, image processor) to ``path``."""
     path.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    vocab = {token: i for i, token in enumerate((*SPECIAL_TOKENS, "<unk>", *WORDS))}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    backend.add_special_tokens(
-        [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]
-    )
-    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token="<unk>",
-    )
+    tokenizer = byte_level_tokenizer()
+    vocab = tokenizer.get_vocab()
     images = Qwen2VLImageProcessorPil(min_pixels=28 * 28, max_pixels=max_pixels)
     config = Qwen2VLConfig(
         text_config={
-            "vocab_size": len(vocab),
+            "vocab_size": len(tokenizer),
             "hidden_size": 32,
             "intermediate_size": 64,
             "num_hidden_layers": 2,

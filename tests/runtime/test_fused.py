@@ -34,7 +34,14 @@ def fused_config(
     root: Path, redis_url: str, *, vlm: Path | None = None, decode_batch: int = 4
 ) -> ServiceConfig:
     """OCR and embeddings fused into the decoder; a tiny VLM in a pool of its own if given."""
-    stages: dict[str, Any] = {"vlm_model": str(vlm), "vlm_max_new_tokens": 2} if vlm else {}
+    stages: dict[str, Any] = {}
+    if vlm:  # a caption of every sample: what the plumbing carries is checked frame by frame
+        stages = {
+            "vlm_model": str(vlm),
+            "vlm_output": "caption",
+            "vlm_scope": "samples",
+            "vlm_max_new_tokens": 2,
+        }
     return ServiceConfig.load(
         redis={"url": redis_url, "key_prefix": f"fused-{root.name}"},
         storage={

@@ -280,7 +280,9 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
     # A VLM stage is added: decoding and OCR are unchanged, so OCR is taken from the first
     # result; the VLM runs on freshly decoded pixels, and the embeddings read its captions.
     vlm = build_tiny_qwen2_vl(root / "tiny-vlm")
-    with_vlm = with_stages(config, vlm_model=str(vlm), vlm_max_new_tokens=4)
+    with_vlm = with_stages(
+        config, vlm_model=str(vlm), vlm_output="caption", vlm_scope="samples", vlm_max_new_tokens=4
+    )
     vlm_executor = LocalExecutor(with_vlm)
     try:
         second, second_frames = await run(with_vlm, vlm_executor)

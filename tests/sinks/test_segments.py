@@ -1,11 +1,14 @@
-"""LanceSegmentSink: shots and text spans as rows of one table, written by keyed upserts."""
+"""LanceSegmentSink: shots, text spans, speech and shot descriptions as rows of one table,
+written by keyed upserts."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+from core.description import ShotDescription
 from core.records import ShotBoundary, VideoResult
+from core.speech import Speech, SpeechSegment, SpokenWord
 from sinks.segments import LanceSegmentSink
 from tests.sinks import make_result
 
@@ -53,3 +56,31 @@ def test_rewriting_leaves_exactly_the_new_segments(tmp_path: Path) -> None:
     rows = sink.segment_rows("a")
     assert [(r["kind"], r["seq"]) for r in rows] == [("shot", 0), ("text", 0), ("text", 1)]
     assert {r["pipeline_version"] for r in rows} == {"v2"}
+
+
+def test_speech_and_shot_descriptions_become_rows(tmp_path: Path) -> None:
+    word = SpokenWord("Open", 0.4, 0.8, 0.9)
+    said = SpeechSegment(0.4, 1.9, "Open all day.", -0.2, 0.01, (word,))
+    described = ShotDescription(
+        caption="A shop sign on a sale day",
+        tags=["shop"],
+        objects=["sign"],
+        on_screen_text="SALE 50%",
+        scene_type="outdoor",
+        safety=[],
+    ).model_dump()
+    made = result("talk")
+    frames = list(made.frames)
+    frames[6] = dataclasses.replace(frames[6], description=described, caption="A shop sign")
+    speech = Speech("done", (said,), language="en", audio_s=4.0)
+    LanceSegmentSink(str(tmp_path)).write([dataclasses.replace(made, frames=frames, speech=speech)])
+    sink = LanceSegmentSink(str(tmp_path))
+    (spoken,) = sink.segment_rows("talk", "speech")
+    assert (spoken["start_s"], spoken["end_s"], spoken["text"]) == (0.4, 1.9, "Open all day.")
+    assert spoken["attributes"]["language"] == "en"
+    assert spoken["attributes"]["words"][0]["text"] == "Open"
+    # The second shot's keyframe (sample 6) is described; the first shot has no description.
+    (description,) = sink.segment_rows("talk", "description")
+    assert (description["start_s"], description["end_s"]) == (2.9, 4.0)
+    assert description["text"] == "A shop sign on a sale day"
+    assert description["attributes"] == described

@@ -1,8 +1,11 @@
-"""VlmStage through the real transformers path on a tiny random Qwen2-VL."""
+"""VlmStage through the real transformers path on a tiny random Qwen2-VL: free-text captions
+of every sample, and structured descriptions of each shot's first sample, whose JSON is valid
+because decoding is constrained (the random model alone writes no JSON)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +13,8 @@ import numpy as np
 import pytest
 
 from core.config import StageSettings
-from core.records import Chunk, Frame
+from core.description import DESCRIPTION_PROMPT, ShotDescription
+from core.records import Chunk, Frame, ShotBoundary
 from devkit.samples import render_frame
 from models.errors import ModelUnavailable
 from models.vlm import TransformersVlmEngine
@@ -24,7 +28,9 @@ def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def settings(model: Path, **extra: object) -> StageSettings:
-    return StageSettings(vlm_model=str(model), vlm_max_new_tokens=6, **extra)  # type: ignore[arg-type]
+    """Captions of every sample, unless ``extra`` says otherwise."""
+    chosen: dict[str, object] = {"vlm_output": "caption", "vlm_scope": "samples", **extra}
+    return StageSettings(vlm_model=str(model), vlm_max_new_tokens=6, **chosen)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +106,65 @@ def test_version_params_cover_prompt_model_and_engine(tiny_vlm_dir: Path) -> Non
     assert VlmStage(settings(tiny_vlm_dir, vlm_engine="vllm")).version_params() != base
     assert VlmStage(settings(tiny_vlm_dir, vlm_max_pixels=200_704)).version_params() != base
     assert VlmStage(settings(tiny_vlm_dir, vlm_batch_size=3)).version_params() == base
+
+
+def test_each_shot_is_described_in_the_schema(tiny_vlm_dir: Path) -> None:
+    vlm = VlmStage(settings(tiny_vlm_dir, vlm_output="description", vlm_scope="shots"))
+    vlm.setup()
+    try:
+        cut = ShotBoundary(2.0, "cut", 40.0, 2.0, 2.0)
+        black, noise, white, text = images()
+        chunk = Chunk(
+            "video-d",
+            0,
+            [
+                Frame(0, 0.0, black),  # the video's first shot
+                Frame(1, 1.0, noise),
+                Frame(2, 2.0, white, boundaries=(cut,)),  # the next shot
+                Frame(3, 3.0, text),
+            ],
+        )
+        (out,) = vlm.process_batch([chunk])
+        # The random model alone does not write JSON: the constraint does.
+        free = vlm._engine.caption([black], DESCRIPTION_PROMPT, 64)  # type: ignore[union-attr]
+    finally:
+        vlm.teardown()
+    described = [frame.index for frame in out.frames if frame.description is not None]
+    assert described == [0, 2]
+    for index in described:
+        frame = out.frames[index]
+        description = ShotDescription.model_validate(frame.description)
+        assert frame.caption == description.caption
+        assert len(description.tags) <= 6
+    assert [out.frames[i].caption for i in (1, 3)] == ["", ""]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(free[0])
+
+
+def test_an_answer_cut_short_is_no_description(tiny_vlm_dir: Path) -> None:
+    vlm = VlmStage(settings(tiny_vlm_dir, vlm_output="description", vlm_description_max_tokens=64))
+    vlm.setup()
+    try:
+        (out,) = vlm.process_batch([Chunk("video-e", 0, [Frame(0, 0.0, images()[1])])])
+    finally:
+        vlm.teardown()
+    # 64 tokens do not finish the random model's answer: nothing half-parsed is kept.
+    assert out.frames[0].description is None
+    assert out.frames[0].caption == ""
+
+
+def test_description_version_covers_schema_prompt_and_scope(tiny_vlm_dir: Path) -> None:
+    described = settings(tiny_vlm_dir, vlm_output="description", vlm_scope="shots")
+    base = VlmStage(described).version_params()
+    assert base["schema"] is not None
+    assert base != VlmStage(settings(tiny_vlm_dir)).version_params()
+    other_prompt = described.model_copy(update={"vlm_description_prompt": "JSON please."})
+    assert VlmStage(other_prompt).version_params() != base
+    every_sample = described.model_copy(update={"vlm_scope": "samples"})
+    assert VlmStage(every_sample).version_params() != base
+    # Without shot boundaries there are no shots to go by: every sample is described.
+    no_shots = described.model_copy(update={"shot_detection": False})
+    assert VlmStage(no_shots).version_params()["scope"] == "samples"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from core.config import AsrSettings, LimitSettings
-from core.errors import PermanentError
+from core.errors import PermanentError, ReelsenseError
 from core.records import LocalVideo
 from core.speech import SpeechEnd, SpeechItem, SpeechPart
 from core.stage_names import SPEECH
@@ -76,6 +76,9 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
         except _AUDIO_FAILURES as exc:
             yield _failed(video_id, index, exc)
             return
+        except ReelsenseError as exc:  # the model's, not the audio's: the video's attempt fails
+            exc.with_stage(SPEECH)
+            raise
         yield SpeechEnd(video_id, index)
 
     def _recognised(self, video_id: str, index: int, window: AudioWindow) -> SpeechPart:

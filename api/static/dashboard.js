@@ -200,6 +200,17 @@
     document.getElementById("done-empty").hidden = videos.length > 0;
   }
 
+  // What the VLM said of a shot: its caption, and its scene, tags and safety labels below.
+  function describe(description) {
+    const labels = [description.scene_type, ...description.tags];
+    const flagged = description.safety.length ? [el("span", { class: "code", text: `safety: ${description.safety.join(", ")}` })] : [];
+    return [
+      el("span", { class: "caption", text: description.caption }),
+      el("span", { class: "meta", text: labels.join(" · ") }),
+      ...flagged,
+    ];
+  }
+
   // <img> cannot send an Authorization header: thumbnails are fetched and shown as blobs.
   async function thumbnail(url) {
     const response = await fetch(url, { headers: authHeaders() });
@@ -228,6 +239,7 @@
           { "data-shot": String(shot.index) },
           shot.thumbnail_url ? await thumbnail(shot.thumbnail_url) : el("span", { class: "no-thumb meta", text: "no sample" }),
           el("span", { class: "meta", text: `${clock(shot.start_s)}–${clock(shot.end_s)} · ${shot.entered_by}` }),
+          ...(shot.description ? describe(shot.description) : []),
         ),
       ),
     );

@@ -31,6 +31,7 @@ import pytest
 from api.app import api_server, create_app
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
+from core.description import ShotDescription
 from core.records import ShotBoundary, VideoRef
 from core.speech import Speech, SpeechSegment
 from devkit.services import free_port
@@ -119,7 +120,18 @@ def _result_of_done_1(objects: LocalObjectStore) -> None:
     for index, shade in ((0, 60), (3, 190)):
         image = np.full((90, 160, 3), shade, dtype=np.uint8)
         frames[index] = dataclasses.replace(frames[index], thumbnail=thumbnail(image, 160))
-    frames[3] = dataclasses.replace(frames[3], boundaries=(ShotBoundary(1.5, "cut", 40, 1.5, 1.5),))
+    frames[3] = dataclasses.replace(
+        frames[3],
+        boundaries=(ShotBoundary(1.5, "cut", 40, 1.5, 1.5),),
+        description=ShotDescription(
+            caption=HOSTILE[:160],
+            tags=["station", "night"],
+            objects=["sign"],
+            on_screen_text="",
+            scene_type="outdoor",
+            safety=["weapons"],
+        ).model_dump(),
+    )
     speech = Speech(
         status="failed",
         segments=(
@@ -374,9 +386,10 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
 
     await asyncio.to_thread(open_result, "done-1")
     shots = await _until(lambda: _texts(browser, "#shots li"), "the shots")
-    assert [text.split("\n")[-1] for text in shots] == [
-        "0:00.0–0:01.5 · start",
-        "0:01.5–0:02.5 · cut",
+    assert [text.split("\n") for text in shots] == [
+        ["0:00.0–0:01.5 · start"],
+        # The VLM's description: its caption (shown literally), scene and tags, safety labels.
+        ["0:01.5–0:02.5 · cut", HOSTILE[:160], "outdoor · station · night", "safety: weapons"],
     ]
 
     def image_widths() -> list[int]:

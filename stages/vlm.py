@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from core.config import StageSettings
 from core.description import description_schema, parse_description, schema_digest
-from core.records import Chunk, Frame, Image
+from core.records import Chunk, Frame
 from core.stage_names import VLM
 from models.base import VlmEngine
 from models.vlm import engine_for
@@ -41,6 +41,7 @@ class VlmStage(Stage[Chunk, Chunk]):
             raise ValueError("VlmStage needs settings.vlm_model")
         self._settings = settings
         self._engine: VlmEngine | None = None
+        self._continuous = False
 
     def version_params(self) -> Mapping[str, object]:
         # The engine is part of the version: vLLM and transformers kernels differ numerically,
@@ -69,49 +70,75 @@ class VlmStage(Stage[Chunk, Chunk]):
     def _in_scope(self, frame: Frame) -> bool:
         return self._scope == "samples" or frame.index == 0 or bool(frame.boundaries)
 
+    @property
+    def batches_continuously(self) -> bool:
+        """Whether the engine batches requests itself as they come (vLLM's async engine): a
+        pool then sends it each chunk at once instead of gathering chunks into batches."""
+        return self._settings.vlm_engine == "vllm"
+
+    def serve_continuously(self) -> None:
+        """Set up the async engine (``process_async``), before ``setup``."""
+        self._continuous = True
+
     def setup(self) -> None:
-        engine = engine_for(self._settings)
+        engine = engine_for(self._settings, continuous=self._continuous)
         engine.load()
         self._engine = engine
 
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
+        frames = self._selected(items)
+        if frames:
+            prompt, max_tokens, schema = self._request()
+            images = [frame.image for frame in frames if frame.image is not None]
+            self._fill(frames, self._ready().caption(images, prompt, max_tokens, schema))
+        return list(items)
+
+    async def process_async(self, chunk: Chunk) -> Chunk:
+        """``process_batch`` of one chunk, its frames sent to the engine at once."""
+        frames = self._selected([chunk])
+        if frames:
+            prompt, max_tokens, schema = self._request()
+            images = [frame.image for frame in frames if frame.image is not None]
+            answers = await self._ready().caption_async(images, prompt, max_tokens, schema)
+            self._fill(frames, answers)
+        return chunk
+
+    def _ready(self) -> VlmEngine:
         if self._engine is None:
-            raise RuntimeError("VlmStage.setup() must run before process_batch()")
-        frames = [
+            raise RuntimeError("VlmStage.setup() must run before it processes chunks")
+        return self._engine
+
+    def _selected(self, items: Sequence[Chunk]) -> list[Frame]:
+        """The frames to answer for: in scope and with their pixels."""
+        return [
             frame
             for chunk in items
             for frame in chunk.frames
             if frame.image is not None and self._in_scope(frame)
         ]
-        if frames:
-            images: list[Image] = [frame.image for frame in frames if frame.image is not None]
-            if self._settings.vlm_output == "description":
-                self._describe(frames, images)
-            else:
-                self._caption(frames, images)
-        return list(items)
 
-    def _caption(self, frames: list[Frame], images: list[Image]) -> None:
-        assert self._engine is not None
+    def _request(self) -> tuple[str, int, Mapping[str, object] | None]:
+        """The prompt, token budget and schema (None for free text) of every request."""
         s = self._settings
-        captions = self._engine.caption(images, s.vlm_prompt, s.vlm_max_new_tokens)
-        for frame, caption in zip(frames, _one_each(captions, frames), strict=True):
-            frame.caption = caption
+        if s.vlm_output == "description":
+            return s.vlm_description_prompt, s.vlm_description_max_tokens, description_schema()
+        return s.vlm_prompt, s.vlm_max_new_tokens, None
 
-    def _describe(self, frames: list[Frame], images: list[Image]) -> None:
-        assert self._engine is not None
-        s = self._settings
-        answers = self._engine.caption(
-            images, s.vlm_description_prompt, s.vlm_description_max_tokens, description_schema()
-        )
-        for frame, answer in zip(frames, _one_each(answers, frames), strict=True):
+    def _fill(self, frames: list[Frame], answers: list[str]) -> None:
+        if len(answers) != len(frames):
+            raise RuntimeError(f"{len(answers)} answers for {len(frames)} frames")
+        described = self._settings.vlm_output == "description"
+        for frame, answer in zip(frames, answers, strict=True):
+            if not described:
+                frame.caption = answer
+                continue
             try:
                 description = parse_description(answer)
             except ValueError:  # cut short by the token budget: no description
                 log.warning(
                     "frame %d: the VLM's answer did not complete within %d tokens",
                     frame.index,
-                    s.vlm_description_max_tokens,
+                    self._settings.vlm_description_max_tokens,
                 )
                 continue
             frame.description = description.model_dump()
@@ -121,9 +148,3 @@ class VlmStage(Stage[Chunk, Chunk]):
         if self._engine is not None:
             self._engine.close()
             self._engine = None
-
-
-def _one_each(answers: list[str], frames: list[Frame]) -> list[str]:
-    if len(answers) != len(frames):
-        raise RuntimeError(f"{len(answers)} answers for {len(frames)} frames")
-    return answers

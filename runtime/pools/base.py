@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from core.errors import ReelsenseError
 from core.records import Chunk
@@ -40,6 +40,20 @@ class StageRunner:
             if isinstance(outcome, ReelsenseError):
                 outcome.with_stage(self.stage.name)
         return [o.without_images() if isinstance(o, Chunk) else o for o in outcomes]
+
+    async def run_async(
+        self, item: PooledChunk | Chunk, process: Callable[[Chunk], Awaitable[Chunk]]
+    ) -> Chunk:
+        """One chunk through the stage's own async ``process`` (an engine that batches by
+        itself); its error raised, blamed on the stage."""
+        chunk = unwrap(await _pixels(item))
+        with self.activity.working(len(chunk.frames)):
+            try:
+                done = await process(chunk)
+            except ReelsenseError as exc:
+                exc.with_stage(self.stage.name)
+                raise
+        return done.without_images()
 
     async def run_one(self, item: PooledChunk | Chunk) -> Chunk:
         """The stage on one chunk; its error raised."""

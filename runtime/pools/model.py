@@ -14,14 +14,22 @@ from runtime.metrics import ActivitySnapshot
 from runtime.pools.base import Outcome, StageRunner, later_stages, unwrap
 from runtime.result_writer import FencedResultWriter
 from stages.pipeline import Pipeline
+from stages.vlm import VlmStage
 
 
 class ModelPool:
-    """One model stage (OCR, VLM, embeddings), batching chunks of many videos together."""
+    """One model stage (OCR, VLM, embeddings), batching chunks of many videos together; or,
+    for an engine that batches continuously by itself (vLLM's async engine), handing it each
+    chunk as it arrives."""
 
     def __init__(self, config_json: str, stage: str) -> None:
         config = ServiceConfig.model_validate_json(config_json)
-        self._runner = StageRunner(later_stages(Pipeline.from_config(config))[stage])
+        built = later_stages(Pipeline.from_config(config))[stage]
+        self._continuous: VlmStage | None = None
+        if isinstance(built, VlmStage) and built.batches_continuously:
+            built.serve_continuously()
+            self._continuous = built
+        self._runner = StageRunner(built)
         pool: PoolSettings = getattr(config.ray, stage)
         self._batch.set_max_batch_size(pool.max_batch_size)  # type: ignore[attr-defined]
         self._batch.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
@@ -29,6 +37,8 @@ class ModelPool:
     async def process(self, item: PooledChunk | Chunk) -> Chunk:
         """The stage on one chunk, in a batch with other callers' chunks: only this chunk's
         own error is raised here, never that of another chunk of the batch."""
+        if self._continuous is not None:
+            return await self._runner.run_async(item, self._continuous.process_async)
         return unwrap(await self._batch(item))
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.02)  # type: ignore[untyped-decorator]

@@ -12,8 +12,8 @@ from checkpoint.base import VideoState
 from core.description import ShotDescription
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.service_run import ServiceRun
+from devkit.tiny_vlm import build_tiny_qwen2_vl
 from devkit.workload import frame_keys, read_records, upload_record, write_videos
-from tests.models.tiny_vlm import build_tiny_qwen2_vl
 
 pytestmark = pytest.mark.slow
 

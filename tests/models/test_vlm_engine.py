@@ -13,6 +13,7 @@ import pytest
 from core.config import StageSettings
 from core.errors import PermanentError
 from devkit.samples import render_frame
+from devkit.tiny_vlm import SPECIAL_TOKENS, build_tiny_qwen2_vl, byte_level_tokenizer
 from models.errors import InvalidImage, ModelLoadError, ModelUnavailable
 from models.vlm import (
     IMAGE_PAD,
@@ -21,7 +22,6 @@ from models.vlm import (
     engine_for,
     qwen2_vl_prompt,
 )
-from tests.models.tiny_vlm import SPECIAL_TOKENS, build_tiny_qwen2_vl, byte_level_tokenizer
 
 PROMPT = "Describe this video frame in one sentence."
 

@@ -19,12 +19,12 @@ from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import LocalVideo, VideoRef
 from devkit.samples import Scene, write_video
+from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.embedding import resolve_model_path
 from runtime.executor import FusedChunk
 from runtime.pools.base import INGEST, POOLS_APP
 from runtime.pools.executor import RayExecutor
 from sinks.lance import LanceFrameSink, LanceSummarySink
-from tests.models.tiny_vlm import build_tiny_qwen2_vl
 from tests.runtime.support import processor
 
 pytestmark = pytest.mark.slow

@@ -25,6 +25,7 @@ from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
 from core.speech import SpeechEnd, SpeechPart
 from devkit.samples import Scene, write_video
 from devkit.services import moto_server
+from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.embedding import resolve_model_path
 from runtime.executor import IngestItem
 from runtime.local_executor import LocalExecutor
@@ -36,7 +37,6 @@ from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
 from storage.local import LocalObjectStore
 from storage.s3 import S3ObjectStore, s3_client
-from tests.models.tiny_vlm import build_tiny_qwen2_vl
 from tests.runtime.support import processor
 from tests.sinks import make_result
 

@@ -16,10 +16,10 @@ from core.config import StageSettings
 from core.description import DESCRIPTION_PROMPT, ShotDescription
 from core.records import Chunk, Frame, ShotBoundary
 from devkit.samples import render_frame
+from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.errors import ModelUnavailable
 from models.vlm import TransformersVlmEngine
 from stages.vlm import VlmStage
-from tests.models.tiny_vlm import build_tiny_qwen2_vl
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +139,18 @@ def test_each_shot_is_described_in_the_schema(tiny_vlm_dir: Path) -> None:
     assert [out.frames[i].caption for i in (1, 3)] == ["", ""]
     with pytest.raises(json.JSONDecodeError):
         json.loads(free[0])
+
+
+async def test_process_async_answers_as_process_batch(stage: VlmStage) -> None:
+    # The async path a continuously batching engine takes (vLLM's, in its pool): here the
+    # transformers engine in a worker thread; the same frames get the same answers.
+    def chunk() -> Chunk:
+        return Chunk("video-f", 0, [Frame(i, float(i), image) for i, image in enumerate(images())])
+
+    (batched,) = stage.process_batch([chunk()])
+    alone = await stage.process_async(chunk())
+    assert [f.caption for f in alone.frames] == [f.caption for f in batched.frames]
+    assert all(f.caption for f in alone.frames)
 
 
 def test_an_answer_cut_short_is_no_description(tiny_vlm_dir: Path) -> None:

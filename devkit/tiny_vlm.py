@@ -59,13 +59,21 @@ def byte_level_tokenizer() -> PreTrainedTokenizerFast:
         [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]
     )
     return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",  # noqa: S106 - a token of the vocabulary, not a password
+        pad_token="<|endoftext|>",  # noqa: S106
     )
 
 
-def build_tiny_qwen2_vl(path: Path, *, seed: int = 0, max_pixels: int = MAX_PIXELS) -> Path:
-    """Write a tiny random Qwen2-VL checkpoint (model, tokenizer, image processor) to ``path``."""
+def build_tiny_qwen2_vl(
+    path: Path, *, seed: int = 0, max_pixels: int = MAX_PIXELS, wide_heads: bool = False
+) -> Path:
+    """Write a tiny random Qwen2-VL checkpoint (model, tokenizer, image processor) to ``path``.
+
+    Its attention heads are 8 wide, or with ``wide_heads`` 32 (twice the width, half the heads):
+    the narrowest vLLM's CPU attention takes."""
     path.mkdir(parents=True, exist_ok=True)
+    head = 32 if wide_heads else 8
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     tokenizer = byte_level_tokenizer()
     vocab = tokenizer.get_vocab()
@@ -73,17 +81,17 @@ def build_tiny_qwen2_vl(path: Path, *, seed: int = 0, max_pixels: int = MAX_PIXE
     config = Qwen2VLConfig(
         text_config={
             "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "intermediate_size": 64,
+            "hidden_size": 2 * head if wide_heads else 32,
+            "intermediate_size": 4 * head if wide_heads else 64,
             "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
+            "num_attention_heads": 2 if wide_heads else 4,
+            "num_key_value_heads": 1 if wide_heads else 2,
             "max_position_embeddings": 1024,
-            # M-RoPE shares the 4 rotary frequencies of each 8-dim head among time, height
+            # M-RoPE shares a head's rotary frequencies (half its width) among time, height
             # and width.
             "rope_parameters": {
                 "rope_type": "default",
-                "mrope_section": [1, 1, 2],
+                "mrope_section": [4, 6, 6] if wide_heads else [1, 1, 2],
                 "rope_theta": 1e4,
             },
             "bos_token_id": vocab["<|endoftext|>"],
@@ -92,9 +100,9 @@ def build_tiny_qwen2_vl(path: Path, *, seed: int = 0, max_pixels: int = MAX_PIXE
         },
         vision_config={
             "depth": 2,
-            "embed_dim": 32,
-            "hidden_size": 32,
-            "num_heads": 4,
+            "embed_dim": 2 * head if wide_heads else 32,
+            "hidden_size": 2 * head if wide_heads else 32,
+            "num_heads": 2 if wide_heads else 4,
             "mlp_ratio": 2,
             "patch_size": 14,
             "spatial_merge_size": 2,

@@ -1,11 +1,12 @@
 """The pipeline benchmark: sequential vs Ray Data vs reelsense streaming, on the same videos.
 
-    python -m bench.pipeline [--quick] [--memory] --json OUT
+    python -m bench.pipeline [--quick] [--memory] [--speech] [--sample-mode shots] --json OUT
 
 Writes OUT (JSON), OUT with .png (stage activity per replica over time, machine CPU below) and
 OUT with .md (the tables). Every mode runs in a process of its own, sampled from here for
 resident memory (summed over its process tree, Ray workers and the embedded broker included)
-and CPU.
+and CPU. With ``--speech`` the videos (and the warm-up) talk throughout, so every mode runs
+speech recognition too (Ray Data in a branch of its own) and the bound counts it.
 
 The bottleneck bound: every stage of every mode shares the same ``C`` cores, so a video costs
 ``sum over stages of c_s`` CPU-seconds wherever it runs, and no schedule can finish more than
@@ -115,9 +116,22 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.seconds or (6.0 if args.quick else 20.0)
     size = tuple(int(x) for x in args.size.split("x"))
     cache = Path(args.cache).resolve()
-    print(f"videos: {count} x {seconds:g} s {args.size} grain {args.grain:g} (cache {cache})")
-    videos = bench_videos(cache, count, seconds, size=size, grain=args.grain)  # type: ignore[arg-type]
-    warmup = bench_videos(cache, 1, 2.0, size=(640, 360), grain=0.0, prefix="warmup")[0].path
+    talking = " talking throughout" if args.speech else ""
+    print(
+        f"videos: {count} x {seconds:g} s {args.size} grain {args.grain:g}{talking} (cache {cache})"
+    )
+    videos = bench_videos(
+        cache,
+        count,
+        seconds,
+        size=size,  # type: ignore[arg-type]
+        grain=args.grain,
+        speech=args.speech,
+    )
+    # The warm-up talks too: the speech model loads on the first video with an audio track.
+    warmup = bench_videos(
+        cache, 1, 2.0, size=(640, 360), grain=0.0, prefix="warmup", speech=args.speech
+    )[0].path
     modes = set(args.modes.split(","))
     raydata = (
         args.raydata.split(",")
@@ -131,7 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     work = Path(tempfile.mkdtemp(prefix="rs-bench-"))
-    base = RunSpec(mode="", workdir="", videos=videos, chunk_frames=args.chunk_frames)
+    base = RunSpec(
+        mode="",
+        workdir="",
+        videos=videos,
+        chunk_frames=args.chunk_frames,
+        sample_mode=args.sample_mode,
+        speech=args.speech,
+    )
     report: dict[str, Any] = {
         "machine": {"cores": cores(), "loadavg_at_start": os.getloadavg()},
         "inputs": {
@@ -139,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": seconds,
             "size": args.size,
             "grain": args.grain,
+            "speech": args.speech,
+            "sample_mode": base.sample_mode,
             "sample_fps": base.sample_fps,
             "ocr_det_limit_side": base.ocr_det_limit_side,
             "chunk_frames": base.chunk_frames,
@@ -164,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
             ]
         if "raydata" in modes:
             plan += [
-                (f"raydata:{name}", "raydata", replace(base, setting=RAYDATA_SETTINGS[name]))
+                (
+                    f"raydata:{name}",
+                    "raydata",
+                    replace(base, setting=RAYDATA_SETTINGS[name], warmup=warmup),
+                )
                 for name in raydata
             ]
         if "streaming" in modes:
@@ -214,6 +241,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=float, help="length of each video (20; quick: 6)")
     parser.add_argument("--size", default="1280x720")
     parser.add_argument("--grain", type=float, default=6.0)
+    parser.add_argument(
+        "--speech",
+        action="store_true",
+        help="the videos talk throughout (espeak-ng): speech recognition runs and is in the bound",
+    )
+    parser.add_argument(
+        "--sample-mode",
+        choices=("fps", "shots", "keyframes"),
+        default="fps",
+        help="stages.sample_mode (shots: one sample per 1/fps s and one at every shot start)",
+    )
     parser.add_argument("--chunk-frames", type=int, default=8)
     parser.add_argument("--modes", default="sequential,raydata,streaming")
     parser.add_argument("--raydata", help="Ray Data settings to try (names, comma separated)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -44,6 +45,8 @@ class RunSpec:
     sample_fps: float = 1.0
     ocr_det_limit_side: int = 640
     chunk_frames: int = 8
+    sample_mode: str = "fps"  # StageSettings.sample_mode
+    speech: bool = False  # the videos talk: modes that need a stage of their own for it add one
     threads: str = "single"  # single | tuned | defaults (sequential modes)
     setting: dict[str, Any] = field(default_factory=dict)  # mode-specific knobs
     warmup: str | None = None  # a short video processed before the measured window
@@ -117,17 +120,21 @@ def bench_videos(
     size: tuple[int, int] = SIZE_720P,
     grain: float = 6.0,
     prefix: str = "bench",
+    speech: bool = False,
 ) -> list[VideoSpec]:
     """``count`` distinct videos (one seed each), generated once and kept under ``cache``.
 
     Encoding 720p grain costs about as much CPU as processing it, so the files are reused
-    from run to run; two encoders run side by side when more than one is missing.
+    from run to run; two encoders run side by side when more than one is missing. With
+    ``speech`` each video talks throughout (``talking_copy``), in a file of its own name.
     """
     cache.mkdir(parents=True, exist_ok=True)
     width, height = size
     tag = f"{seconds:g}s-{width}x{height}-g{grain:g}"
     paths = [cache / f"{prefix}-{tag}-{seed}.mp4" for seed in range(count)]
-    missing = [(str(p), seed) for seed, p in enumerate(paths) if not p.exists()]
+    talking = [cache / f"{prefix}-{tag}-talk-{seed}.mp4" for seed in range(count)]
+    wanted = [p for p, t in zip(paths, talking, strict=True) if not (speech and t.exists())]
+    missing = [(str(p), seed) for seed, p in enumerate(paths) if p in wanted and not p.exists()]
     if len(missing) == 1:
         _write_one(missing[0][0], seconds, size, grain, missing[0][1])
     elif missing:
@@ -137,10 +144,31 @@ def bench_videos(
             ]
             for future in futures:
                 future.result()
+    if speech:
+        for silent, target in zip(paths, talking, strict=True):
+            talking_copy(silent, target, seconds)
+        paths = talking
     return [
         VideoSpec(video_id=f"{prefix}-{i}", path=str(p.resolve()), seconds=seconds)
         for i, p in enumerate(paths)
     ]
+
+
+def talking_copy(source: Path, target: Path, seconds: float) -> Path:
+    """``source`` with espeak-ng sentences on its audio track, one every few seconds from start
+    to end (``bench.stage_cost.talk``, as the speech cost is measured); its video packets are
+    copied, so the frames cost what the silent video's do."""
+    if target.exists():
+        return target
+    # Imported here: only runs with speech need espeak-ng and the quality corpus's sentences.
+    from bench.speech_media import speak_over
+    from bench.stage_cost import talk
+
+    part = target.with_suffix(".part.mp4")
+    with tempfile.TemporaryDirectory(prefix="rs-talk-") as wavs:
+        speak_over(source, talk(seconds), part, Path(wavs))
+    part.rename(target)
+    return target
 
 
 def repeated_video(source: Path, target: Path, repeats: int) -> Path:
@@ -185,13 +213,14 @@ def stage_overrides(
         "sample_fps": spec.sample_fps,
         "ocr_det_limit_side": spec.ocr_det_limit_side,
         "chunk_frames": spec.chunk_frames,
+        "sample_mode": spec.sample_mode,
         "ocr_threads": ocr_threads,
         "embed_threads": embed_threads,
         "decode_threads": decode_threads,
     }
 
 
-def local_config(spec: RunSpec, **stages: Any) -> ServiceConfig:
+def local_config(spec: RunSpec, *, asr_threads: int = 1, **stages: Any) -> ServiceConfig:
     """A configuration for the stages run in this process (sequential, Ray Data)."""
     roots = sorted({str(Path(v.path).parent) for v in spec.videos})
     if spec.warmup:
@@ -199,6 +228,7 @@ def local_config(spec: RunSpec, **stages: Any) -> ServiceConfig:
     return ServiceConfig.load(
         limits={"file_roots": tuple(roots)},
         stages=stage_overrides(spec, **stages),
+        asr={"cpu_threads": asr_threads},
         runtime={"workdir": str(Path(spec.workdir) / "work"), "executor": "local"},
     )
 
@@ -208,12 +238,17 @@ def thread_counts(threads: str) -> dict[str, int]:
     of the machine), ``defaults`` (what the libraries pick on their own)."""
     count = cores()
     if threads == "single":
-        return {"ocr_threads": 1, "embed_threads": 1, "decode_threads": 1}
+        return {"ocr_threads": 1, "embed_threads": 1, "decode_threads": 1, "asr_threads": 1}
     if threads == "tuned":
-        return {"ocr_threads": count, "embed_threads": count, "decode_threads": count}
+        return {
+            "ocr_threads": count,
+            "embed_threads": count,
+            "decode_threads": count,
+            "asr_threads": count,
+        }
     # onnxruntime's default pool (-1 in RapidOCR: onnxruntime picks, spinning threads),
-    # torch's default (one thread per core); the decoder keeps its own rule.
-    return {"ocr_threads": -1, "embed_threads": count, "decode_threads": 0}
+    # torch's default (one thread per core), faster-whisper's (4); the decoder keeps its own.
+    return {"ocr_threads": -1, "embed_threads": count, "decode_threads": 0, "asr_threads": 4}
 
 
 def cores() -> int:

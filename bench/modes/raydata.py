@@ -8,6 +8,10 @@ frames per output block of the decoder, per-stage actor count, fractional CPUs p
 batch size, library threads per actor. Every UDF call appends its span to a file per actor, so
 the timeline shows each actor's activity.
 
+With ``spec.speech`` a second branch maps the video rows through the speech stage (one row per
+video: what was said), on actors of its own, and is unioned with the frames before the sink,
+so one job runs both; the sink writes each kind of row to a table of its own.
+
 Results are visible once ``write_lance`` commits, at the end of the job: that is when every
 video of the batch is done.
 """
@@ -34,6 +38,7 @@ from bench.modes.common import (
 )
 from core.config import ServiceConfig
 from core.records import Chunk, Frame, OcrLine, VideoRef
+from core.speech import heard
 from runtime.cluster import lighten_local_ray
 from stages.pipeline import Pipeline
 
@@ -154,15 +159,46 @@ class EmbedUdf:
         return {**batch, "embedding": vectors}
 
 
+class SpeechUdf:
+    """video rows -> one row per video with what was said: the speech stage on the fetched
+    file, as the service runs it beside decoding."""
+
+    def __init__(self, config_json: str, spans: str, warmup: str | None) -> None:
+        pipeline = Pipeline.from_config(ServiceConfig.model_validate_json(config_json))
+        assert pipeline.speech is not None
+        self._fetch, self._speech = pipeline.fetch, pipeline.speech
+        self._fetch.setup()
+        self._speech.setup()
+        if warmup:  # the model loads on the first audio track: here, not in the first call
+            self._said("warmup", Path(warmup).as_uri())
+        self._spans = _Spans(spans, "speech")
+
+    def _said(self, video_id: str, uri: str) -> str:
+        video = self._fetch.process_batch([VideoRef(video_id=video_id, uri=uri)])[0]
+        try:
+            return heard(self._speech.stream(video)).text
+        finally:
+            self._fetch.release(video)
+
+    def __call__(self, batch: Batch) -> Batch:
+        said = []
+        for video_id, uri in zip(batch["video_id"], batch["uri"], strict=True):
+            start = now()
+            said.append(self._said(str(video_id), str(uri)))
+            self._spans.add(start, 0)
+        return {"video_id": np.array(batch["video_id"], dtype=str), "speech": np.array(said)}
+
+
 class LanceFrames:
-    """A Ray Data sink writing Lance: a fragment per write task, one commit at the end.
+    """A Ray Data sink writing Lance: a fragment per write task, one commit per table at the
+    end. Rows with a ``speech`` column go to ``speech_uri``, the others to ``uri``.
 
     It does what ``Dataset.write_lance`` does; that one fails with pylance 14 (Ray 2.60 passes
     ``storage_options_provider`` to ``write_fragments``, which pylance 14 does not take).
     """
 
     @staticmethod
-    def create(uri: str) -> Any:
+    def create(uri: str, speech_uri: str | None = None) -> Any:
         import lance
         import pyarrow as pa
         from lance.fragment import write_fragments
@@ -173,19 +209,20 @@ class LanceFrames:
                 written: list[Any] = []
                 for block in blocks:
                     table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(block)
-                    if table.num_rows:
-                        written.append((write_fragments(table, uri), table.schema))
+                    target = speech_uri if "speech" in table.column_names else uri
+                    if table.num_rows and target is not None:
+                        written.append((target, write_fragments(table, target), table.schema))
                 return written
 
             def on_write_complete(self, write_result: Any) -> None:
-                fragments, schema = [], None
+                tables: dict[str, tuple[list[Any], Any]] = {}
                 for task in write_result.write_returns:
-                    for frags, table_schema in task:
+                    for target, frags, table_schema in task:
+                        fragments, schema = tables.setdefault(target, ([], table_schema))
                         fragments.extend(frags)
-                        schema = schema or table_schema
-                if schema is not None:
+                for target, (fragments, schema) in tables.items():
                     operation = lance.LanceOperation.Overwrite(schema, fragments)
-                    lance.LanceDataset.commit(uri, operation)
+                    lance.LanceDataset.commit(target, operation)
 
         return _Sink()
 
@@ -258,7 +295,21 @@ def run(spec: RunSpec) -> ModeResult:
             num_cpus=float(setting.get("embed_cpus", 0.2)),
         )
         table = str(Path(spec.workdir) / "frames.lance")
-        embedded.write_datasink(LanceFrames.create(table), ray_remote_args={"num_cpus": 0.05})
+        speech_table = str(Path(spec.workdir) / "speech.lance") if spec.speech else None
+        if speech_table is not None:
+            said = videos.map_batches(
+                SpeechUdf,
+                fn_constructor_args=(config_json, str(spans), spec.warmup),
+                batch_size=1,
+                concurrency=int(setting.get("speech_actors", 1)),
+                # Little: the settings' actors leave 0.05-0.1 CPU of 2 to the read and write
+                # tasks, and with none left those wait for resources forever.
+                num_cpus=float(setting.get("speech_cpus", 0.05)),
+            )
+            embedded = embedded.union(said)
+        embedded.write_datasink(
+            LanceFrames.create(table, speech_table), ray_remote_args={"num_cpus": 0.05}
+        )
         window_end = now()
     finally:
         ray.shutdown()
@@ -269,6 +320,9 @@ def run(spec: RunSpec) -> ModeResult:
     # Measured from the first stage call: actor start-up and model loading, which a batch job
     # pays on every run, are left out (the other modes are measured warm as well).
     job_start, window_start = window_start, min((a.start for a in timeline), default=window_start)
+    extra: dict[str, Any] = {"job_wall_s": round(window_end - job_start, 3)}
+    if speech_table is not None:  # a row per video: the speech stage ran on each
+        extra["speech_rows"] = lance.dataset(speech_table).count_rows()
     return ModeResult(
         mode=spec.mode,
         setting=dict(setting),
@@ -279,7 +333,7 @@ def run(spec: RunSpec) -> ModeResult:
         frames=rows,
         setup_s=setup_s + window_start - job_start,
         timeline=timeline,
-        extra={"job_wall_s": round(window_end - job_start, 3)},
+        extra=extra,
     )
 
 

@@ -61,15 +61,16 @@ class _Timed:
         finally:
             self._record(start, sum(len(getattr(i, "frames", ())) for i in items))
 
-    def stream(self, item: Any) -> Iterator[Any]:
-        chunks = self._stream(item)
+    def stream(self, item: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        """Decoding's chunks (items: their frames) or speech's windows (items: none)."""
+        parts = self._stream(item, *args, **kwargs)
         while True:
             start = now()
-            chunk = next(chunks, None)
-            self._record(start, len(chunk.frames) if chunk is not None else 0)
-            if chunk is None:
+            part = next(parts, None)
+            self._record(start, len(getattr(part, "frames", ())))
+            if part is None:
                 return
-            yield chunk
+            yield part
 
     def _record(self, start: float, items: int) -> None:
         self._timeline.append(Activity(self._lane, self._stage.name, start, now(), items))

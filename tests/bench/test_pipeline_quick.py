@@ -1,5 +1,7 @@
 """``python -m bench.pipeline --quick`` end to end on tiny inputs: every mode runs, the report
-has its keys and sane values. No timing is asserted: the numbers belong in reports."""
+has its keys and sane values. No timing is asserted: the numbers belong in reports. Where
+espeak-ng is installed the videos talk (``--speech``), so speech recognition runs in every mode
+and is in the bound."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from PIL import Image
 
 from bench.modes.common import repeated_video
 from bench.pipeline import main as bench_main
+from bench.speech_media import espeak_path
 from devkit.samples import write_long_video
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
+SPEECH = espeak_path() is not None  # the videos talk where espeak-ng can make them
 
 
 @pytest.mark.timeout(1800)
@@ -41,6 +45,7 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
             str(tmp_path / "videos"),
             "--json",
             str(out),
+            *(["--speech"] if SPEECH else []),
         ],
         cwd=ROOT,
         check=True,
@@ -80,7 +85,7 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     bound = report["bound"]
     assert bound["measured_in"] == "sequential_per_core"
     assert report["bound_alone"]["measured_in"] == "sequential_single"
-    assert set(bound["cpu_s_per_video"]) >= {"decode", "ocr", "embed"}
+    assert set(bound["cpu_s_per_video"]) >= {"decode", "ocr", "embed", "speech"}
     assert bound["total_cpu_s_per_video"] > 0
     assert bound["videos_per_min"] == pytest.approx(
         60 * bound["cores"] / bound["total_cpu_s_per_video"], rel=0.01
@@ -102,6 +107,13 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     assert split["stage_cost_vs_bound"] > 0
     assert 0 < split["non_stage_cpu_fraction"] < 1
     assert stream["metrics"]['reelsense_stage_frames_total{stage="ocr"}'] >= 6
+    if SPEECH:
+        assert report["inputs"]["speech"] is True
+        assert bound["cpu_s_per_video"]["speech"] > 0.05  # the model ran on every video
+        rd = next(s for name, s in modes.items() if name.startswith("raydata:"))
+        assert rd["speech_rows"] == 2
+        # The replicas do not time speech: the in-window figure counts it at its bound cost.
+        assert split["untimed_stages_cpu_s_per_video"]["speech"] > 0
     image = Image.open(out.with_suffix(".png"))
     assert image.width == 1600
     assert image.height > 200

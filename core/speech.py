@@ -202,16 +202,20 @@ class Speech:
     def text(self) -> str:
         return " ".join(segment.text for segment in self.segments)
 
+    @property
+    def error(self) -> dict[str, str] | None:
+        """Why the track could not be read to its end, as the document and messages say it."""
+        if self.error_code is None:
+            return None
+        return {"code": self.error_code, "message": self.error_message or ""}
+
     def to_json(self) -> dict[str, Any]:
-        error = None
-        if self.error_code is not None:
-            error = {"code": self.error_code, "message": self.error_message or ""}
         return {
             "status": self.status,
             "language": self.language,
             "audio_s": self.audio_s,
             "segments": [segment.to_json() for segment in self.segments],
-            "error": error,
+            "error": self.error,
         }
 
     @classmethod

@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from core.records import Chunk, EarlierResult, Frame, LocalVideo, VideoRef, VideoResult
 from core.speech import SpeechItem
 from stages.sampling import ResumePoint
+from stages.speech import SpeechStage
 
 if TYPE_CHECKING:
     from ray import ObjectRef
@@ -93,17 +94,23 @@ T = TypeVar("T")
 
 
 async def with_speech(
-    tickets: AsyncIterator[T], speech: Iterator[SpeechItem] | None, stop: threading.Event
+    tickets: AsyncIterator[T],
+    stage: SpeechStage | None,
+    video: LocalVideo,
+    speech_from: int | None,
 ) -> AsyncIterator[T | SpeechItem]:
-    """``tickets``, with ``speech`` read in a worker thread meanwhile: what it has heard is
-    put between the tickets, the rest follows the last one. Decoding never waits for speech
-    recognition (nor the reverse) until the tickets end. An error of ``speech`` ends the
-    stream as soon as it is seen. On the way out ``stop`` is set and the window under
-    recognition is let finish (the file it reads is removed after this returns)."""
-    if speech is None:
+    """``tickets``, with the video's speech from window ``speech_from`` on (None: none)
+    recognised by ``stage`` in a worker thread meanwhile: what it has heard is put between
+    the tickets, the rest follows the last one. Decoding never waits for speech recognition
+    (nor the reverse) until the tickets end. An error of the speech ends the stream as soon
+    as it is seen. On the way out the recognition is told to stop and the window under way
+    is let finish (the file it reads is removed after this returns)."""
+    if stage is None or speech_from is None:
         async for ticket in tickets:
             yield ticket
         return
+    stop = threading.Event()
+    speech = stage.stream(video, speech_from, stop)
     heard: asyncio.Queue[SpeechItem | None] = asyncio.Queue()
 
     async def listen() -> None:

@@ -7,7 +7,6 @@ so a stage's error is always that chunk's own.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Collection, Iterator
 
 from core.config import ServiceConfig
@@ -42,12 +41,9 @@ class LocalExecutor(StageExecutor):
         pipeline = self._pipeline
         video = (await asyncio.to_thread(pipeline.fetch.process_batch, [ref]))[0]
         yield video
-        stop = threading.Event()
-        speech = None
-        if speech_from is not None and pipeline.speech is not None:
-            speech = pipeline.speech.stream(video, speech_from, stop)
         try:
-            async for item in with_speech(self._tickets(video, resume), speech, stop):
+            tickets = self._tickets(video, resume)
+            async for item in with_speech(tickets, pipeline.speech, video, speech_from):
                 yield item
         finally:
             await asyncio.to_thread(pipeline.fetch.release, video)

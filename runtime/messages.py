@@ -49,5 +49,5 @@ def _speech_summary(speech: Speech | None) -> dict[str, Any] | None:
         "segments": len(speech.segments),
         "text": text[:DONE_TEXT_CHARS],
         "text_truncated": len(text) > DONE_TEXT_CHARS,
-        "error": speech.to_json()["error"],
+        "error": speech.error,
     }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections import deque
@@ -130,15 +129,11 @@ class IngestPool:
         hold = uuid.uuid4().hex
         held: dict[int, ray.ObjectRef[Any]] = {}
         self._held[hold] = held
-        stop = threading.Event()
-        speech = None
-        if speech_from is not None and self._speech is not None:
-            speech = self._speech.stream(video, speech_from, stop)
         try:
             tickets = self._tickets(
                 video, resume, credits=credits, key=key, inline=inline, held=held
             )
-            async for item in with_speech(tickets, speech, stop):
+            async for item in with_speech(tickets, self._speech, video, speech_from):
                 yield item
         finally:
             asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)

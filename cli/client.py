@@ -128,15 +128,41 @@ def _get(
 
 
 def show_search(args: argparse.Namespace) -> int:
-    response = _get(args, "/v1/search", {"q": args.query, "k": args.k})
+    """Places in videos matching a query, as a table (video, when, what matched, the text,
+    the score); ``--json``: the API's answer as it is. Exit 1 on an error answer."""
+    params: dict[str, Any] = {"q": args.query, "k": args.k, "method": args.method}
+    options = {"tenant": args.tenant, "video": args.video, "from_s": args.from_s}
+    options |= {"to_s": args.to_s, "kind": args.kind}
+    params |= {name: value for name, value in options.items() if value is not None}
+    response = _get(args, "/v1/search", params)
     if response is None:
         return 2
     if response.status_code != 200:
-        console.print(f"[red]{response.status_code}: {response.text}[/]")
+        print(f"{response.status_code}: {_error_text(response)}", file=sys.stderr)
         return 1
-    for hit in response.json()["hits"]:
-        print(json.dumps(hit, ensure_ascii=False))
+    body = response.json()
+    if args.json:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0
+    console.print(search_table(body))
     return 0
+
+
+def search_table(body: dict[str, Any]) -> Table:
+    """The hits of a ``/v1/search`` answer, best first."""
+    table = Table(title=f"{body['query']!r} ({body['method']}): {len(body['hits'])} places")
+    table.add_column("video", no_wrap=True)
+    table.add_column("when", no_wrap=True)
+    table.add_column("matched", no_wrap=True)
+    table.add_column("text")
+    table.add_column("score", justify="right")
+    for hit in body["hits"]:
+        when = f"{clock(hit['start_s'])}–{clock(hit['end_s'])}"
+        video = hit["video_id"] + (" (partial)" if hit["partial"] else "")
+        # Text, not markup: what was read or said may hold brackets rich would read as style.
+        kinds, score = ", ".join(hit["kinds"]), f"{hit['score']:.4g}"
+        table.add_row(video, when, kinds, Text(hit["text"]), score)
+    return table
 
 
 def show_result(args: argparse.Namespace) -> int:

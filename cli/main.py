@@ -6,7 +6,7 @@ reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluste
 reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
 reelsense status ID            one video's progress (--json for machines)
 reelsense result ID            a done video's shots, speech and text (--frames, --json, --vtt)
-reelsense search "text"        nearest frames by meaning
+reelsense search "text"        places in videos, by meaning and by words
 reelsense dead-letters         failed events and webhooks (--replay ID: send one again)
 """
 
@@ -97,9 +97,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     _endpoint_options(result)
 
-    search = sub.add_parser("search", help="find frames by meaning")
+    search = sub.add_parser(
+        "search", help="find places in videos by what they show and say, in any language"
+    )
     search.add_argument("query")
-    search.add_argument("-k", type=int, default=5)
+    search.add_argument("-k", type=int, default=10, help="at most this many places")
+    search.add_argument("--tenant")
+    search.add_argument("--video", help="only in this video")
+    search.add_argument(
+        "--kind",
+        action="append",
+        choices=("text", "speech", "description"),
+        help="only this kind of segment (repeatable)",
+    )
+    search.add_argument("--from", dest="from_s", type=float, help="places ending after (s)")
+    search.add_argument("--to", dest="to_s", type=float, help="places starting before (s)")
+    search.add_argument(
+        "--method",
+        choices=("hybrid", "vector", "text"),
+        default="hybrid",
+        help="hybrid (default), or by meaning or by words alone",
+    )
+    search.add_argument("--json", action="store_true", help="the API's answer as JSON")
     _endpoint_options(search)
 
     dead = sub.add_parser("dead-letters", help="list dead letters, or replay one")

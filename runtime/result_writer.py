@@ -12,6 +12,7 @@ from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import EarlierResult, Frame, VideoResult
+from models.embedding import text_embedder
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, earlier_result
 from sinks.writer import SinkWriter
@@ -27,7 +28,9 @@ class FencedResultWriter:
     """
 
     def __init__(self, config: ServiceConfig) -> None:
-        self._writer = SinkWriter.from_settings(config.storage)
+        stages = config.stages
+        text_model = text_embedder(stages.embed_model, threads=stages.embed_threads)
+        self._writer = SinkWriter.from_settings(config.storage, text_model=text_model)
         self._store = RedisCheckpointStore(config.redis)
         self._summary = LanceSummarySink.from_settings(config.storage)
         self._frames = LanceFrameSink.from_settings(config.storage)

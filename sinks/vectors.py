@@ -3,17 +3,15 @@
 Only frames with an embedding are stored, and a run of frames showing the same text keeps only
 its first frame: subtitles and slides stay on screen for many samples and would otherwise fill
 the nearest neighbours with copies. Below ``index_min_rows`` rows a search is exact (a flat scan
-is fast and has perfect recall); above it an ANN index is built once and then extended with new
-rows as they arrive. Rows not yet in the index are still searched (exactly).
-
-IVF_SQ is the default index: on 20k 384-d vectors (2 shared cores) it built in 0.4 s with
-recall@10 of 1.0, where IVF_HNSW_SQ took 16 s for recall 0.84 and IVF_PQ took 58 s.
+is fast and has perfect recall); above it an ANN index is built in the background and then
+extended with new rows as they arrive (``sinks.indexes``). Rows not yet in the index are still
+searched (exactly).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +22,7 @@ from core.config import StorageSettings
 from core.records import SearchHit, VideoResult
 from sinks.base import VectorIndex
 from sinks.errors import SinkRejected
+from sinks.indexes import IndexUpkeep, VectorIndexJob
 from sinks.lance_table import (
     EmbeddingRowsSink,
     LanceTable,
@@ -34,11 +33,7 @@ from sinks.lance_table import (
     video_predicate,
 )
 
-log = logging.getLogger(__name__)
-
 INDEX_NAME = "embedding_idx"
-# Rows per IVF partition: a search reads ``nprobes`` partitions, so this bounds its work.
-ROWS_PER_PARTITION = 4096
 
 
 def vectors_schema(dim: int) -> pa.Schema:
@@ -77,10 +72,10 @@ class LanceVectorIndex(EmbeddingRowsSink, VectorIndex):
             root = LanceTable(table_uri(root, "vectors"))
         self.table = root
         self._dim = embedding_dim
-        self.index_min_rows = index_min_rows
         # Unindexed rows are searched by a flat scan; fold them in once they are this many.
-        self.index_refresh_rows = index_refresh_rows or max(1, index_min_rows // 4)
-        self.index_type = index_type
+        refresh_rows = index_refresh_rows or max(1, index_min_rows // 4)
+        job = VectorIndexJob(INDEX_NAME, min_rows=index_min_rows, refresh_rows=refresh_rows)
+        self.upkeep = IndexUpkeep(root, [replace(job, index_type=index_type)])
         self.nprobes = nprobes
         self.refine_factor = refine_factor
 
@@ -99,7 +94,10 @@ class LanceVectorIndex(EmbeddingRowsSink, VectorIndex):
         return vectors_schema(dim)
 
     def written(self) -> None:
-        self._maintain_index()
+        self.upkeep.ask()
+
+    def close(self) -> None:
+        self.upkeep.close()
 
     @staticmethod
     def rows_of(results: Sequence[VideoResult], dim: int) -> pa.Table:
@@ -129,35 +127,6 @@ class LanceVectorIndex(EmbeddingRowsSink, VectorIndex):
         return dataset is not None and any(
             index.name == INDEX_NAME for index in dataset.describe_indices()
         )
-
-    def _maintain_index(self) -> None:
-        """Build the ANN index past the threshold; later, fold new rows into it.
-
-        The rows are already committed, so a failure here only costs speed: it is logged and
-        the next write tries again.
-        """
-        dataset = self.table.open()
-        if dataset is None:
-            return
-        try:
-            rows = dataset.count_rows()
-            indexed = [i for i in dataset.describe_indices() if i.name == INDEX_NAME]
-            if not indexed:
-                if rows >= self.index_min_rows:
-                    dataset.create_index(
-                        "embedding",
-                        self.index_type,
-                        name=INDEX_NAME,
-                        metric="cosine",
-                        num_partitions=max(1, rows // ROWS_PER_PARTITION),
-                        replace=True,
-                    )
-                    log.info("built %s vector index over %d rows", self.index_type, rows)
-            elif rows - int(indexed[0].num_rows_indexed) >= self.index_refresh_rows:
-                dataset.optimize.optimize_indices(index_names=[INDEX_NAME])
-        except Exception as exc:
-            error = map_lance_error(exc, table="vectors")
-            log.warning("vector index maintenance failed: %s", error)
 
     def search(
         self,

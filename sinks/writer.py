@@ -23,27 +23,38 @@ from types import TracebackType
 from core.config import StorageSettings
 from core.errors import PermanentError, ReelsenseError, RetryableError
 from core.records import VideoResult
+from models.base import TextEmbeddingModel
 from sinks.base import Sink
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink
+from sinks.search import LanceSearchIndex
 from sinks.segments import LanceSegmentSink
 from sinks.vectors import LanceVectorIndex
 
 log = logging.getLogger(__name__)
 
 
-def sinks_from_settings(storage: StorageSettings, embedding_dim: int = 384) -> list[Sink]:
-    """Frames, vectors, result documents (with thumbnails), segments, then the per-video
-    summary.
+def sinks_from_settings(
+    storage: StorageSettings,
+    embedding_dim: int = 384,
+    *,
+    text_model: TextEmbeddingModel | None = None,
+) -> list[Sink]:
+    """Frames, vectors, result documents (with thumbnails), segments, the search index (with
+    ``text_model``, which embeds the segments' text), then the per-video summary.
 
     The summary goes last: a row in ``videos`` then means every other sink has the video.
     """
+    searched: list[Sink] = (
+        [] if text_model is None else [LanceSearchIndex.from_settings(storage, text_model)]
+    )
     return [
         LanceFrameSink.from_settings(storage, embedding_dim=embedding_dim),
         LanceVectorIndex.from_settings(storage, embedding_dim=embedding_dim),
         ResultDocumentSink.from_settings(storage),
         LanceSegmentSink.from_settings(storage),
+        *searched,
         LanceSummarySink.from_settings(storage),
     ]
 
@@ -103,9 +114,15 @@ class SinkWriter:
         self._thread.start()
 
     @classmethod
-    def from_settings(cls, storage: StorageSettings, *, embedding_dim: int = 384) -> SinkWriter:
+    def from_settings(
+        cls,
+        storage: StorageSettings,
+        *,
+        embedding_dim: int = 384,
+        text_model: TextEmbeddingModel | None = None,
+    ) -> SinkWriter:
         return cls(
-            sinks_from_settings(storage, embedding_dim),
+            sinks_from_settings(storage, embedding_dim, text_model=text_model),
             batch_videos=storage.writer_batch_videos,
             flush_s=storage.writer_flush_s,
         )

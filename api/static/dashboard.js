@@ -258,6 +258,31 @@
     renderSpeech(body.speech);
   }
 
+  // Places matching the query, best first: a thumbnail of the shot, when, what matched and
+  // the text; a click opens the video's result below.
+  async function search(query, kind) {
+    const params = new URLSearchParams({ q: query, k: "10" });
+    if (kind) params.append("kind", kind);
+    const body = await getJSON(`/v1/search?${params}`);
+    const hits = await Promise.all(
+      body.hits.map(async (hit) => {
+        const open = el("button", { type: "button", class: "link video-id", text: hit.video_id });
+        open.addEventListener("click", () =>
+          showResult(hit.video_id).catch((error) => showError(String(error.message || error))),
+        );
+        const when = `${clock(hit.start_s)}–${clock(hit.end_s)} · ${hit.kinds.join(", ")}${hit.partial ? " · partial" : ""}`;
+        return el(
+          "li",
+          { "data-video-id": hit.video_id },
+          hit.thumbnail ? await thumbnail(hit.thumbnail) : el("span", { class: "no-thumb meta", text: "no image" }),
+          el("div", {}, open, " ", el("span", { class: "meta", text: when }), el("span", { class: "hit-text", text: hit.text })),
+        );
+      }),
+    );
+    document.getElementById("search-hits").replaceChildren(...hits);
+    document.getElementById("search-empty").hidden = hits.length > 0;
+  }
+
   // One line on a result's speech: what was heard, or why there is nothing (recognition off,
   // no audio track, or the failure's reason: the segments before it are still shown).
   function speechStatus(speech) {
@@ -422,6 +447,16 @@
     stream(streamGeneration);
     scheduleRefresh(0);
   }
+
+  document.getElementById("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const query = document.getElementById("search-query").value.trim();
+    if (!query) return;
+    search(query, document.getElementById("search-kind").value).catch((error) => {
+      if (error instanceof Unauthorized) askForToken();
+      else showError(String(error.message || error));
+    });
+  });
 
   document.getElementById("token-form").addEventListener("submit", (event) => {
     event.preventDefault();

@@ -10,14 +10,12 @@ import asyncio
 import contextlib
 import functools
 import json
-import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
-import numpy as np
 import pytest
 import redis.asyncio as aioredis
 import uvicorn
@@ -29,10 +27,16 @@ from ray import serve as ray_serve
 from api.app import api_deployment, api_server, create_app
 from api.models import DeadLetterEntry
 from api.progress_hub import ProgressHub, StreamTooSlow
+from api.search import SegmentSearch
 from checkpoint.base import OutboxEvent, ProgressEvent, VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
-from core.records import SearchHit, VideoRef
+from cli.main import main as cli_main
+from core.records import VideoRef
+from core.search import Method, SearchFilter, SegmentHit
 from devkit.services import free_port
+from models.embedding import E5Embedder
+from sinks.search import LanceSearchIndex
+from tests.sinks import make_result
 
 PIPELINE = "pv-test"
 TOKENS = {"token-a": "acme", "token-b": "globex"}
@@ -188,85 +192,125 @@ async def test_a_tenant_sees_only_its_own_videos(store: RedisCheckpointStore) ->
 # -- search -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class IndexedFrame:
-    video_id: str
-    tenant: str
-    frame_index: int
-    text: str
-
-
-def word_vector(text: str, vocabulary: Sequence[str]) -> np.ndarray:
-    words = re.findall(r"\w+", text.lower())
-    vector = np.array([words.count(term) for term in vocabulary], dtype=np.float32)
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm else vector
-
-
-def cosine_search(frames: Sequence[IndexedFrame]):  # type: ignore[no-untyped-def]
-    """A real (if tiny) nearest-neighbour search over bag-of-words vectors."""
-    vocabulary = sorted({w for f in frames for w in re.findall(r"\w+", f.text.lower())})
-    matrix = np.stack([word_vector(f.text, vocabulary) for f in frames])
-    calls: list[tuple[str, int, str | None]] = []
-
-    async def search(query: str, k: int, tenant: str | None) -> list[SearchHit]:
-        calls.append((query, k, tenant))
-        distances = 1.0 - matrix @ word_vector(query, vocabulary)
-        hits = [
-            SearchHit(f.video_id, f.tenant, f.frame_index, f.frame_index * 1.0, f.text, float(d))
-            for f, d in zip(frames, distances, strict=True)
-            if tenant is None or f.tenant == tenant
+@pytest.fixture(scope="module")
+def search_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LanceSearchIndex]:
+    """The real search index (multilingual E5, full text) over four videos of two tenants."""
+    index = LanceSearchIndex(str(tmp_path_factory.mktemp("search")), E5Embedder())
+    index.open()
+    texts = {
+        ("menu", "acme"): ["BREAKFAST MENU coffee and toast"] * 3 + ["OPEN MONDAY TO FRIDAY"] * 3,
+        ("ad", "acme"): ["FRESH COFFEE EVERY MORNING"] * 4,
+        ("sign", "acme"): ["欢迎光临"] * 4,
+        ("rival", "globex"): ["COFFEE COFFEE COFFEE SALE"] * 4,
+    }
+    index.write(
+        [
+            make_result(video_id, frames=len(lines), texts=lines, tenant=tenant, embed=False)
+            for (video_id, tenant), lines in texts.items()
         ]
-        return sorted(hits, key=lambda h: h.score)[:k]
-
-    search.calls = calls  # type: ignore[attr-defined]
-    return search
-
-
-FRAMES = [
-    IndexedFrame("menu", "acme", 0, "breakfast menu coffee and toast"),
-    IndexedFrame("menu", "acme", 1, "opening hours monday to friday"),
-    IndexedFrame("ad", "acme", 0, "fresh coffee every morning"),
-    IndexedFrame("rival", "globex", 0, "coffee coffee coffee sale"),
-]
+    )
+    index.refresh()
+    yield index
+    index.close()
 
 
-async def test_search_returns_nearest_frames(store: RedisCheckpointStore) -> None:
-    search = cosine_search(FRAMES)
+class Recorded:
+    """The real search, with the calls it got."""
+
+    def __init__(self, index: LanceSearchIndex) -> None:
+        self.calls: list[tuple[str, int, SearchFilter, str]] = []
+        self._search = SegmentSearch.over(index)
+
+    async def __call__(
+        self, query: str, k: int, where: SearchFilter, method: Method
+    ) -> list[SegmentHit]:
+        self.calls.append((query, k, where, method))
+        return await self._search(query, k, where, method)
+
+
+async def test_search_returns_places_best_first(
+    store: RedisCheckpointStore, search_index: LanceSearchIndex
+) -> None:
+    search = Recorded(search_index)
     async with client_for(create_app(store, tokens={}, search=search)) as client:
         response = await client.get("/v1/search", params={"q": "coffee", "k": 3})
+        welcome = await client.get("/v1/search", params={"q": "welcome", "k": 1})
+        text = await client.get(
+            "/v1/search", params={"q": "coffee", "method": "text", "kind": "text"}
+        )
     assert response.status_code == 200
     body = response.json()
-    assert body["query"] == "coffee"
-    assert [h["video_id"] for h in body["hits"]] == ["rival", "ad", "menu"]
+    assert (body["query"], body["method"]) == ("coffee", "hybrid")
+    assert {h["video_id"] for h in body["hits"]} == {"rival", "ad", "menu"}
     scores = [h["score"] for h in body["hits"]]
-    assert scores == sorted(scores)
-    assert search.calls == [("coffee", 3, None)]
+    assert scores == sorted(scores, reverse=True)
+    first = body["hits"][0]
+    assert first["kinds"] == ["text"]
+    assert first["thumbnail"] is None  # the results have no thumbnails
+    assert first["partial"] is False
+    assert [h["text"] for h in welcome.json()["hits"]] == ["欢迎光临"]
+    assert {h["video_id"] for h in text.json()["hits"]} == {"rival", "ad", "menu"}
+    assert search.calls[0] == ("coffee", 3, SearchFilter(), "hybrid")
+    assert search.calls[2] == ("coffee", 10, SearchFilter(kinds=("text",)), "text")
 
 
-async def test_search_is_scoped_to_the_token_tenant(store: RedisCheckpointStore) -> None:
-    search = cosine_search(FRAMES)
+async def test_search_filters_reach_the_index(
+    store: RedisCheckpointStore, search_index: LanceSearchIndex
+) -> None:
+    search = Recorded(search_index)
+    params = {"q": "open", "video": "menu", "from_s": 1.6, "to_s": 9.0, "kind": "text"}
+    async with client_for(create_app(store, tokens={}, search=search)) as client:
+        response = await client.get("/v1/search", params=params)
+        unknown = await client.get("/v1/search", params={"q": "open", "kind": "frame"})
+        backwards = await client.get("/v1/search", params={"q": "open", "from_s": 5, "to_s": 1})
+        negative = await client.get("/v1/search", params={"q": "open", "from_s": -1})
+        method = await client.get("/v1/search", params={"q": "open", "method": "best"})
+    hits = response.json()["hits"]
+    assert [(h["video_id"], h["start_s"], h["text"]) for h in hits] == [
+        ("menu", 1.5, "OPEN MONDAY TO FRIDAY")
+    ]
+    assert search.calls[0] == (
+        "open",
+        10,
+        SearchFilter(None, "menu", ("text",), 1.6, 9.0),
+        "hybrid",
+    )
+    assert len(search.calls) == 2  # refused requests never reach the index
+    assert backwards.json()["hits"] == []  # no place ends after 5 s and starts before 1 s
+    for refused in (unknown, negative, method):
+        assert refused.status_code == 422
+        assert refused.json()["error"]["code"] == "invalid_request"
+
+
+async def test_search_is_scoped_to_the_token_tenant(
+    store: RedisCheckpointStore, search_index: LanceSearchIndex
+) -> None:
+    search = Recorded(search_index)
     async with client_for(create_app(store, tokens=TOKENS, search=search)) as client:
         response = await client.get("/v1/search", params={"q": "coffee"}, headers=A)
         other = await client.get(
             "/v1/search", params={"q": "coffee", "tenant": "globex"}, headers=A
         )
+        text = await client.get("/v1/search", params={"q": "sale", "method": "text"}, headers=A)
     assert {h["tenant"] for h in response.json()["hits"]} == {"acme"}
-    assert search.calls == [("coffee", 10, "acme")]
+    assert text.json()["hits"] == []  # only globex's video says SALE
+    assert search.calls[0] == ("coffee", 10, SearchFilter(tenant="acme"), "hybrid")
     assert other.status_code == 403
 
 
 async def test_search_drops_hits_of_other_tenants(store: RedisCheckpointStore) -> None:
-    async def careless(query: str, k: int, tenant: str | None) -> list[SearchHit]:
-        return [SearchHit("rival", "globex", 0, 0.0, "coffee", 0.1)]
+    async def careless(query: str, k: int, where: SearchFilter, method: Method) -> list[SegmentHit]:
+        return [SegmentHit("rival", "globex", 0.0, 1.0, "coffee", ("text",), 0.1)]
 
     async with client_for(create_app(store, tokens=TOKENS, search=careless)) as client:
         response = await client.get("/v1/search", params={"q": "coffee"}, headers=A)
     assert response.json()["hits"] == []
 
 
-async def test_empty_query_is_422_and_missing_search_is_503(store: RedisCheckpointStore) -> None:
-    search = cosine_search(FRAMES)
+async def test_empty_query_is_422_and_missing_search_is_503(
+    store: RedisCheckpointStore, search_index: LanceSearchIndex
+) -> None:
+    search = Recorded(search_index)
     async with client_for(create_app(store, tokens={}, search=search)) as client:
         empty = await client.get("/v1/search", params={"q": ""})
         blank = await client.get("/v1/search", params={"q": "   "})
@@ -279,6 +323,46 @@ async def test_empty_query_is_422_and_missing_search_is_503(store: RedisCheckpoi
     assert search.calls == []
     assert unconfigured.status_code == 503
     assert unconfigured.json()["error"]["code"] == "search_unavailable"
+
+
+async def test_cli_search_prints_a_table_and_json(
+    store: RedisCheckpointStore,
+    search_index: LanceSearchIndex,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    search = SegmentSearch.over(search_index)
+    port = free_port()
+    server = api_server(create_app(store, tokens=TOKENS, search=search), "127.0.0.1", port)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
+        await asyncio.sleep(0.02)
+    api = ["--api", f"http://127.0.0.1:{port}", "--token", "token-a"]
+
+    async def printed(*argv: str) -> tuple[int, str, str]:
+        code = await asyncio.to_thread(cli_main, ["search", *argv, *api])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    try:
+        code, table, _ = await printed("welcome", "-k", "2")
+        _, as_json, _ = await printed("coffee", "--json", "--kind", "text", "--method", "text")
+        _, filtered, _ = await printed("open", "--video", "menu", "--from", "1.6")
+        refused = await printed("coffee", "--tenant", "globex")
+    finally:
+        server.should_exit = True
+        await serving
+    assert code == 0
+    assert "'welcome' (hybrid): 2 places" in table
+    first_row = next(line for line in table.splitlines() if "欢迎光临" in line)
+    assert "sign" in first_row
+    assert "0:00.0–0:02.0" in first_row
+    body = json.loads(as_json)
+    assert body["method"] == "text"
+    assert {h["video_id"] for h in body["hits"]} == {"menu", "ad"}  # acme's, not globex's
+    assert "OPEN MONDAY TO FRIDAY" in filtered
+    assert "BREAKFAST" not in filtered
+    assert refused[0] == 1
+    assert "403: tenant_forbidden" in refused[2]
 
 
 # -- dead letters -------------------------------------------------------------------------

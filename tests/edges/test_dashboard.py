@@ -29,13 +29,16 @@ import numpy as np
 import pytest
 
 from api.app import api_server, create_app
+from api.search import SegmentSearch
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from core.description import ShotDescription
-from core.records import ShotBoundary, VideoRef
+from core.records import ShotBoundary, VideoRef, VideoResult
 from core.speech import Speech, SpeechSegment
 from devkit.services import free_port
+from models.embedding import E5Embedder
 from sinks.object_store import ResultDocumentSink
+from sinks.search import LanceSearchIndex
 from stages.sampling import thumbnail
 from storage.local import LocalObjectStore
 from tests.sinks import make_result
@@ -111,7 +114,7 @@ async def _failed(
     )
 
 
-def _result_of_done_1(objects: LocalObjectStore) -> None:
+def _result_of_done_1(objects: LocalObjectStore) -> VideoResult:
     """done-1's result document and thumbnails: two shots, a sign, then hostile text; speech
     said over them until the audio track broke off."""
     texts = ["PLATFORM 9", "PLATFORM 9", "PLATFORM 9", HOSTILE, HOSTILE]
@@ -145,13 +148,17 @@ def _result_of_done_1(objects: LocalObjectStore) -> None:
     )
     done = dataclasses.replace(result, frames=frames, speech=speech)
     ResultDocumentSink(objects).write([done])
+    return done
 
 
 @pytest.fixture
 async def page(redis_url: str, unique: str, tmp_path: Path) -> AsyncIterator[Page]:
     store = RedisCheckpointStore.from_url(redis_url, key_prefix=f"dash-{unique}")
     objects = LocalObjectStore(tmp_path / "objects")
-    _result_of_done_1(objects)
+    index = LanceSearchIndex(str(tmp_path / "lance"), E5Embedder())
+    index.open()
+    index.write([_result_of_done_1(objects)])
+    index.refresh()
     epochs = {
         "lecture-42": await _running(
             store,
@@ -188,7 +195,8 @@ async def page(redis_url: str, unique: str, tmp_path: Path) -> AsyncIterator[Pag
     await _failed(store, "hostile-name", "acme", "fetch_refused", HOSTILE)
     await _failed(store, "globex-failure", "globex", "limit_duration", "too long")
 
-    app = create_app(store, tokens={TOKEN: "acme"}, heartbeat_s=1.0, results=objects)
+    search = SegmentSearch.over(index)
+    app = create_app(store, tokens={TOKEN: "acme"}, heartbeat_s=1.0, results=objects, search=search)
     port = free_port()
     server = api_server(app, "127.0.0.1", port)
     serving = asyncio.create_task(server.serve())
@@ -202,6 +210,7 @@ async def page(redis_url: str, unique: str, tmp_path: Path) -> AsyncIterator[Pag
         server.should_exit = True
         await serving
         await store.close()
+        index.close()
 
 
 @pytest.fixture
@@ -241,11 +250,14 @@ async def _until(check: Callable[[], T], what: str, timeout_s: float = 20.0) -> 
     last: Any = None
     while asyncio.get_running_loop().time() < deadline:
         try:
-            last = await asyncio.to_thread(check)
-        except Exception as exc:  # the element may not exist yet
+            found = await asyncio.to_thread(check)
+        except Exception as exc:  # the element may not exist yet, or be redrawn
             last = exc
-        if last:
-            return last  # type: ignore[no-any-return]
+            found = None
+        else:
+            last = found
+        if found:
+            return found
         await asyncio.sleep(0.2)
     raise AssertionError(f"{what}: last saw {last!r}")
 
@@ -415,3 +427,55 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
     await asyncio.to_thread(open_result, "done-2")
     error = await _until(lambda: browser.find_element(By.ID, "error").text, "an error line")
     assert "result" in error
+
+
+async def test_the_search_box_finds_places_and_opens_their_video(page: Page, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    await asyncio.to_thread(browser.get, f"{page.base}/dashboard#token={TOKEN}")
+    await _until(lambda: _texts(browser, "#done .video-id"), "the page loaded")
+
+    def ask(query: str, kind: str = "") -> None:
+        box = browser.find_element(By.ID, "search-query")
+        box.clear()
+        box.send_keys(query)
+        browser.execute_script(f"document.getElementById('search-kind').value = '{kind}'")
+        browser.find_element(By.CSS_SELECTOR, "#search-form button").click()
+
+    await asyncio.to_thread(ask, "站台")  # Chinese for "platform"
+    hits = await _until(lambda: _texts(browser, "#search-hits li"), "the hits")
+    assert hits[0].split("\n") == ["done-1 0:00.0–0:01.5 · speech, text", "PLATFORM 9"]
+
+    def image_widths() -> list[int]:
+        images = browser.find_elements(By.CSS_SELECTOR, "#search-hits img")
+        return [int(img.get_property("naturalWidth")) for img in images]
+
+    assert await _until(lambda: image_widths()[:1] == [160], "the shot's thumbnail")
+
+    await asyncio.to_thread(ask, "gap", "speech")
+    spoken = await _until(
+        lambda: [t for t in _texts(browser, "#search-hits .hit-text") if "gap" in t], "speech"
+    )
+    assert spoken == ["Mind the gap."]
+    # Hostile text is shown as text, never run.
+    await asyncio.to_thread(ask, "onerror")
+    await _until(lambda: HOSTILE in _texts(browser, "#search-hits .hit-text"), "the hostile hit")
+    assert await asyncio.to_thread(lambda: browser.title) == "reelsense · dashboard"
+
+    described = await asyncio.to_thread(ask, "a weapon at a station", "description")
+    await _until(
+        lambda: _texts(browser, "#search-hits .meta") == ["0:01.5–0:02.5 · description"],
+        "the shot's description alone",
+    )
+    assert described is None
+
+    await asyncio.to_thread(ask, "platform")
+    await _until(lambda: "PLATFORM 9" in _texts(browser, "#search-hits .hit-text"), "the hits")
+
+    def open_first() -> bool:
+        browser.find_element(By.CSS_SELECTOR, "#search-hits li button").click()
+        return True
+
+    await _until(open_first, "a hit clicked")  # retried while the list is redrawn
+    shots = await _until(lambda: _texts(browser, "#shots li"), "the result opened")
+    assert len(shots) == 2

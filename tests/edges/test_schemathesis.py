@@ -32,7 +32,8 @@ from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from consumers.admin import ensure_topics
 from core.config import KafkaSettings
-from core.records import SearchHit, VideoRef
+from core.records import VideoRef
+from core.search import Method, SearchFilter, SegmentHit
 from devkit.services import free_port
 from notify.delivery_log import RedisDeliveryLog
 from sinks.object_store import ResultDocumentSink
@@ -49,13 +50,13 @@ class Served:
     base: str
 
 
-async def _search(query: str, k: int, tenant: str | None) -> list[SearchHit]:
-    """A fixed index of three frames (the model-backed search is tested end to end)."""
-    frames = [
-        SearchHit(f"clip-{i}", t, i, float(i), f"frame {i} of {t}", 0.1 * i)
+async def _search(query: str, k: int, where: SearchFilter, method: Method) -> list[SegmentHit]:
+    """A fixed index of three places (the model-backed search is tested with its index)."""
+    places = [
+        SegmentHit(f"clip-{i}", t, float(i), i + 1.5, f"text {i} of {t}", ("text",), 0.1 * i, i)
         for i, t in enumerate(("acme", "acme", "globex"))
     ]
-    return [hit for hit in frames if tenant is None or hit.tenant == tenant][:k]
+    return [hit for hit in places if where.tenant in (None, hit.tenant)][:k]
 
 
 async def _records(store: RedisCheckpointStore) -> None:

@@ -90,10 +90,12 @@ def test_ann_index_is_built_past_the_threshold_and_extended(
     )
     first = [make_result(f"v{i}", frames=20, seed=i) for i in range(10)]
     index.write(first)
+    assert index.upkeep.wait_idle(60)
     assert not index.has_index()  # 200 rows: exact search
 
     second = [make_result(f"w{i}", frames=20, seed=100 + i) for i in range(10)]
     index.write(second)
+    assert index.upkeep.wait_idle(60)  # built in the background
     assert index.has_index()
 
     target = second[7].frames[11].embedding
@@ -109,6 +111,7 @@ def test_ann_index_is_built_past_the_threshold_and_extended(
     assert late_vector is not None
     assert index.search(late_vector, k=1)[0].video_id == "late"
     index.write([make_result(f"x{i}", frames=20, seed=200 + i) for i in range(6)])
+    assert index.upkeep.wait_idle(60)
     dataset = index.table.open()
     assert dataset is not None
     described = [i for i in dataset.describe_indices() if i.name == "embedding_idx"]
@@ -121,6 +124,7 @@ def test_search_after_compaction_of_an_indexed_table(tmp_path: Path) -> None:
     results = [make_result(f"v{i}", frames=20, seed=i) for i in range(12)]
     for result in results:
         index.write([result])
+    assert index.upkeep.wait_idle(60)
     assert index.has_index()
     index.write([make_result("v5", frames=10, seed=50, version="v2")])  # deletions to fold in
     index.table.compact()

@@ -1,0 +1,39 @@
+"""What a search asks for and what it finds: shared by the search index, the API and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Method = Literal["hybrid", "vector", "text"]
+METHODS: tuple[Method, ...] = ("hybrid", "vector", "text")
+SEARCHED_KINDS = ("text", "speech", "description")
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """What a search is limited to; ``start_s``/``end_s``: segments overlapping that range."""
+
+    tenant: str | None = None
+    video_id: str | None = None
+    kinds: tuple[str, ...] = ()
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SegmentHit:
+    """One place in one video that matches: the span of the merged segments, the best one's
+    text, the kinds that matched, and a score (higher is better: the fused reciprocal rank for
+    ``hybrid``, the cosine similarity for ``vector``, BM25 for ``text``); ``shot``: the shot
+    whose thumbnail shows it; ``partial``: found before its video was done."""
+
+    video_id: str
+    tenant: str
+    start_s: float
+    end_s: float
+    text: str
+    kinds: tuple[str, ...]
+    score: float
+    shot: int | None = None
+    partial: bool = False

@@ -1,0 +1,365 @@
+"""Hybrid search over what videos show and say: table ``search_<embedder>``.
+
+One row per searchable segment (``sinks.segments``: text spans, speech segments, shot
+descriptions) with its text, its search terms (``core.terms``) and its embedding by one text
+model. A query runs two searches over the same rows, both filtered first (tenant, video,
+kind, time range): BM25 over the terms (Lance's inverted index) and nearest neighbours of the
+query's embedding; their rankings are fused by reciprocal rank (RRF: each list adds
+``1 / (60 + rank)``), so a word written on screen and a sentence of the same meaning in
+another language both come up without weighing scores of different scales against each other.
+Hits of one video whose spans overlap are merged into one.
+
+The table is named after the embedder and its release: vectors of two models never share an
+index, and the search answers from the configured model only. The writer embeds each
+segment's text itself (a few milliseconds each), so a new model fills its table from stored
+text, with nothing decoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from core.config import StorageSettings
+from core.records import VideoResult
+from core.search import SEARCHED_KINDS, Method, SearchFilter, SegmentHit
+from core.terms import index_terms
+from models.base import TextEmbeddingModel
+from sinks.base import Sink
+from sinks.indexes import IndexUpkeep, TextIndexJob, VectorIndexJob
+from sinks.lance_table import (
+    LanceTable,
+    columns_table,
+    latest_per_video,
+    map_lance_error,
+    sql_string,
+    table_uri,
+    video_predicate,
+)
+from sinks.object_store import shot_entries
+from sinks.segments import segments_of
+
+RRF_K = 60
+SNIPPET_CHARS = 200
+_COLUMNS = ["video_id", "tenant", "kind", "seq", "start_s", "end_s", "text", "shot", "partial"]
+
+
+def search_table_name(model_id: str) -> str:
+    """``search_<model>_<digest>``: readable, and distinct for every model id."""
+    slug = re.sub(r"[^a-z0-9]+", "_", model_id.lower()).strip("_")[:48]
+    return f"search_{slug}_{hashlib.sha256(model_id.encode()).hexdigest()[:8]}"
+
+
+def search_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("video_id", pa.string(), nullable=False),
+            pa.field("tenant", pa.string()),
+            pa.field("kind", pa.string(), nullable=False),
+            pa.field("seq", pa.int32(), nullable=False),
+            pa.field("start_s", pa.float64()),
+            pa.field("end_s", pa.float64()),
+            pa.field("text", pa.string()),
+            pa.field("terms", pa.string()),
+            pa.field("embedding", pa.list_(pa.float32(), dim)),
+            pa.field("shot", pa.int32()),  # the shot at the middle, if it has a thumbnail
+            pa.field("partial", pa.bool_()),  # written before its video was done
+            pa.field("pipeline_version", pa.string()),
+            pa.field("written_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def filter_sql(where: SearchFilter) -> str | None:
+    """``where`` as a Lance filter, None when it limits nothing."""
+    clauses = []
+    if where.tenant is not None:
+        clauses.append(f"tenant = {sql_string(where.tenant)}")
+    if where.video_id is not None:
+        clauses.append(f"video_id = {sql_string(where.video_id)}")
+    if where.kinds:
+        clauses.append(f"kind IN ({', '.join(sql_string(k) for k in where.kinds)})")
+    if where.start_s is not None:
+        clauses.append(f"end_s >= {float(where.start_s)!r}")
+    if where.end_s is not None:
+        clauses.append(f"start_s <= {float(where.end_s)!r}")
+    return " AND ".join(clauses) or None
+
+
+@dataclass
+class _Candidate:
+    row: dict[str, Any]
+    score: float = 0.0
+    kinds: set[str] = field(default_factory=set)
+
+
+class LanceSearchIndex(Sink):
+    """The searchable segments of every video under one text embedder."""
+
+    name = "lance_search"
+    KEYS = ("video_id", "kind", "seq")
+
+    def __init__(
+        self,
+        root: str | LanceTable,
+        embedder: TextEmbeddingModel,
+        *,
+        vector_index_min_rows: int = 10_000,
+        nprobes: int = 16,
+        refine_factor: int = 4,
+    ) -> None:
+        """``root``: the folder or ``s3://`` prefix of the tables, or the table itself.
+        ``embedder``: loaded on ``open()`` if it is not yet."""
+        if not isinstance(root, LanceTable):
+            root = LanceTable(table_uri(root, search_table_name(embedder.model_id)))
+        self.table = root
+        self.embedder = embedder
+        self.nprobes = nprobes
+        self.refine_factor = refine_factor
+        vectors = VectorIndexJob(
+            "embedding_idx", min_rows=vector_index_min_rows, refresh_rows=vector_index_min_rows // 4
+        )
+        self.upkeep = IndexUpkeep(root, [TextIndexJob("terms_idx"), vectors])
+        self._loaded = False
+
+    @classmethod
+    def from_settings(
+        cls, storage: StorageSettings, embedder: TextEmbeddingModel
+    ) -> LanceSearchIndex:
+        table = LanceTable.from_settings(storage, search_table_name(embedder.model_id))
+        return cls(table, embedder, vector_index_min_rows=storage.vector_index_min_rows)
+
+    def open(self) -> None:
+        self._load()
+        self.table.create(search_schema(self.embedder.dimension), keys=self.KEYS)
+        self.upkeep.ask()  # the full-text index must exist before the first text query
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self.embedder.load()
+            self._loaded = True
+
+    def close(self) -> None:
+        self.upkeep.close()
+        self.embedder.close()
+        self._loaded = False
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, results: Sequence[VideoResult]) -> None:
+        results = latest_per_video(results)
+        if not results:
+            return
+        rows: list[dict[str, Any]] = []
+        written_at = datetime.now(UTC)
+        for result in results:
+            rows.extend(self._rows_of(result, written_at))
+        self._load()
+        texts = sorted({row["text"] for row in rows})
+        vectors = dict(zip(texts, self.embedder.embed(texts), strict=True)) if texts else {}
+        for row in rows:
+            row["embedding"] = vectors[row["text"]]
+        video_ids = [result.ref.video_id for result in results]
+        self.table.upsert(self._table(rows), keys=list(self.KEYS), video_ids=video_ids)
+        self.upkeep.ask()
+
+    def write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Rows already embedded (keys as in ``search_schema``, ``terms`` computed here),
+        appended as they are: for bulk loads of new videos."""
+        written_at = datetime.now(UTC)
+        full = [
+            {"shot": None, "partial": False, "pipeline_version": "", "written_at": written_at}
+            | row
+            | {"terms": index_terms(row["text"])}
+            for row in rows
+        ]
+        self._load()
+        table = self._table(full)
+        dataset = self.table.open() or self.table.create(table.schema, keys=self.KEYS)
+        try:
+            dataset.insert(table)
+        except Exception as exc:
+            raise map_lance_error(exc, table=self.table.name) from exc
+        self.upkeep.ask()
+
+    def refresh(self) -> None:
+        """Build or refresh the indexes now, in this thread."""
+        self.upkeep.run_now()
+
+    def _table(self, rows: list[dict[str, Any]]) -> pa.Table:
+        schema = search_schema(self.embedder.dimension)
+        columns = {name: [row.get(name) for row in rows] for name in schema.names}
+        return columns_table(columns, schema)
+
+    @staticmethod
+    def _rows_of(result: VideoResult, written_at: datetime) -> list[dict[str, Any]]:
+        # The shot at each segment's middle, where it has a thumbnail to show.
+        shots = [(s["start_s"], s["end_s"], s["thumbnail"]) for s in shot_entries(result)]
+        rows: list[dict[str, Any]] = []
+        seqs: dict[str, int] = {}
+        for segment in segments_of(result):
+            kind = segment["kind"]
+            seqs[kind] = seqs.get(kind, -1) + 1  # as the ``segments`` table counts them
+            text = str(segment["text"]).strip()
+            if kind not in SEARCHED_KINDS or not text:
+                continue
+            middle = (segment["start_s"] + segment["end_s"]) / 2
+            shot = next((i for i, (a, b, _) in enumerate(shots) if a <= middle < b), None)
+            if shot is None and shots and middle >= shots[-1][1]:
+                shot = len(shots) - 1
+            if shot is not None and shots[shot][2] is None:
+                shot = None
+            rows.append(
+                {
+                    "video_id": result.ref.video_id,
+                    "tenant": result.ref.tenant,
+                    "kind": kind,
+                    "seq": seqs[kind],
+                    "start_s": float(segment["start_s"]),
+                    "end_s": float(segment["end_s"]),
+                    "text": text,
+                    "terms": index_terms(text),
+                    "shot": shot,
+                    "partial": False,
+                    "pipeline_version": result.pipeline_version,
+                    "written_at": written_at,
+                }
+            )
+        return rows
+
+    # -- searching -------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        where: SearchFilter | None = None,
+        method: Method = "hybrid",
+    ) -> list[SegmentHit]:
+        """The ``k`` best places for ``query`` by ``method``, hits of one span merged."""
+        where = where or SearchFilter()
+        dataset = self.table.open()
+        if dataset is None or k <= 0 or not query.strip():
+            return []
+        depth = max(4 * k, 40)  # candidates per list, before fusing and merging
+        lists: list[list[dict[str, Any]]] = []
+        if method in ("hybrid", "vector"):
+            lists.append(self._nearest(dataset, query, depth, where))
+        if method in ("hybrid", "text"):
+            lists.append(self._matching(dataset, query, depth, where))
+        if method == "hybrid":
+            candidates = _fuse(lists)
+        else:
+            candidates = [_Candidate(row, row["_value"], {row["kind"]}) for row in lists[0]]
+        return _merged(candidates)[:k]
+
+    def _nearest(
+        self, dataset: Any, query: str, depth: int, where: SearchFilter
+    ) -> list[dict[str, Any]]:
+        self._load()
+        vector = self.embedder.embed_queries([query])[0]
+        nearest = {
+            "column": "embedding",
+            "q": np.asarray(vector, dtype=np.float32),
+            "k": depth,
+            "metric": "cosine",
+            "nprobes": self.nprobes,
+            "refine_factor": self.refine_factor,
+        }
+        rows = self._scan(
+            dataset, columns=[*_COLUMNS, "_distance"], nearest=nearest, filter=filter_sql(where)
+        )
+        for row in rows:
+            row["_value"] = 1.0 - float(row.pop("_distance"))
+        rows.sort(key=lambda row: -row["_value"])
+        return rows
+
+    def _matching(
+        self, dataset: Any, query: str, depth: int, where: SearchFilter
+    ) -> list[dict[str, Any]]:
+        terms = index_terms(query)
+        if not terms:
+            return []
+        rows = self._scan(
+            dataset,
+            columns=[*_COLUMNS, "_score"],
+            full_text_query={"query": terms, "columns": ["terms"]},
+            filter=filter_sql(where),
+            limit=depth,
+        )
+        for row in rows:
+            row["_value"] = float(row.pop("_score"))
+        rows.sort(key=lambda row: -row["_value"])
+        return rows
+
+    def _scan(self, dataset: Any, **options: Any) -> list[dict[str, Any]]:
+        try:
+            table = dataset.to_table(prefilter=True, **options)
+        except Exception as exc:
+            if "INVERTED index" in str(exc):
+                return []  # no full-text index yet: the first rows are being indexed
+            raise map_lance_error(exc, table=self.table.name) from exc
+        rows: list[dict[str, Any]] = table.to_pylist()
+        return rows
+
+    def count_rows(self, video_id: str | None = None) -> int:
+        return self.table.count_rows(None if video_id is None else video_predicate([video_id]))
+
+
+def _fuse(lists: Sequence[list[dict[str, Any]]]) -> list[_Candidate]:
+    """Reciprocal rank fusion of ranked row lists, best first."""
+    by_key: dict[tuple[str, str, int], _Candidate] = {}
+    for rows in lists:
+        for rank, row in enumerate(rows):
+            key = (row["video_id"], row["kind"], row["seq"])
+            candidate = by_key.setdefault(key, _Candidate(row, kinds={row["kind"]}))
+            candidate.score += 1.0 / (RRF_K + rank + 1)
+    return sorted(by_key.values(), key=lambda c: -c.score)
+
+
+def _merged(candidates: Sequence[_Candidate]) -> list[SegmentHit]:
+    """One hit per overlapping run of one video's candidates, in order of the best score:
+    a caption and the sentence said while it shows are one place, not two."""
+    hits: list[SegmentHit] = []
+    for candidate in candidates:  # best first, so the first of a run sets its text and score
+        row = candidate.row
+        for i, hit in enumerate(hits):
+            if hit.video_id == row["video_id"] and _overlap(hit, row):
+                hits[i] = SegmentHit(
+                    **{
+                        **hit.__dict__,
+                        "start_s": min(hit.start_s, row["start_s"]),
+                        "end_s": max(hit.end_s, row["end_s"]),
+                        "kinds": tuple(sorted({*hit.kinds, *candidate.kinds})),
+                        "partial": hit.partial or bool(row["partial"]),
+                    }
+                )
+                break
+        else:
+            text = str(row["text"])
+            hits.append(
+                SegmentHit(
+                    video_id=row["video_id"],
+                    tenant=row["tenant"],
+                    start_s=float(row["start_s"]),
+                    end_s=float(row["end_s"]),
+                    text=text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…",
+                    kinds=tuple(sorted(candidate.kinds)),
+                    score=round(candidate.score, 6),
+                    shot=row["shot"],
+                    partial=bool(row["partial"]),
+                )
+            )
+    return hits
+
+
+def _overlap(hit: SegmentHit, row: dict[str, Any]) -> bool:
+    return float(row["start_s"]) < hit.end_s and hit.start_s < float(row["end_s"])

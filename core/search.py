@@ -23,10 +23,11 @@ class SearchFilter:
 
 @dataclass(frozen=True)
 class SegmentHit:
-    """One place in one video that matches: the span of the merged segments, the best one's
-    text, the kinds that matched, and a score (higher is better: the fused reciprocal rank for
-    ``hybrid``, the cosine similarity for ``vector``, BM25 for ``text``); ``shot``: the shot
-    whose thumbnail shows it; ``partial``: found before its video was done."""
+    """One place in one video that matches: the span of the merged segments, their texts
+    (the best match's first, `` · `` between them), the kinds that matched, and a score
+    (higher is better: the fused reciprocal rank for ``hybrid``, the cosine similarity for
+    ``vector``, BM25 for ``text``); ``shot``: the shot whose thumbnail shows it; ``partial``:
+    found before its video was done."""
 
     video_id: str
     tenant: str

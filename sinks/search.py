@@ -327,15 +327,18 @@ def _fuse(lists: Sequence[list[dict[str, Any]]]) -> list[_Candidate]:
 
 def _merged(candidates: Sequence[_Candidate]) -> list[SegmentHit]:
     """One hit per overlapping run of one video's candidates, in order of the best score:
-    a caption and the sentence said while it shows are one place, not two."""
+    a caption and the sentence said while it shows are one place, not two. Its text is the
+    best match's, then the others' (``·`` between them)."""
     hits: list[SegmentHit] = []
     for candidate in candidates:  # best first, so the first of a run sets its text and score
         row = candidate.row
         for i, hit in enumerate(hits):
             if hit.video_id == row["video_id"] and _overlap(hit, row):
+                text = str(row["text"])
                 hits[i] = SegmentHit(
                     **{
                         **hit.__dict__,
+                        "text": hit.text if text in hit.text else _snippet(f"{hit.text} · {text}"),
                         "start_s": min(hit.start_s, row["start_s"]),
                         "end_s": max(hit.end_s, row["end_s"]),
                         "kinds": tuple(sorted({*hit.kinds, *candidate.kinds})),
@@ -344,14 +347,13 @@ def _merged(candidates: Sequence[_Candidate]) -> list[SegmentHit]:
                 )
                 break
         else:
-            text = str(row["text"])
             hits.append(
                 SegmentHit(
                     video_id=row["video_id"],
                     tenant=row["tenant"],
                     start_s=float(row["start_s"]),
                     end_s=float(row["end_s"]),
-                    text=text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…",
+                    text=_snippet(str(row["text"])),
                     kinds=tuple(sorted(candidate.kinds)),
                     score=round(candidate.score, 6),
                     shot=row["shot"],
@@ -359,6 +361,10 @@ def _merged(candidates: Sequence[_Candidate]) -> list[SegmentHit]:
                 )
             )
     return hits
+
+
+def _snippet(text: str) -> str:
+    return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…"
 
 
 def _overlap(hit: SegmentHit, row: dict[str, Any]) -> bool:

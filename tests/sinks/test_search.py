@@ -61,7 +61,11 @@ def index(tmp_path: Path, embedder: E5Embedder) -> Iterator[LanceSearchIndex]:
 
 def test_an_english_query_finds_the_chinese_sign_first(index: LanceSearchIndex) -> None:
     hits = index.search("welcome", k=3, where=SearchFilter(tenant="default"))
-    assert (hits[0].video_id, hits[0].text) == ("shop", "欢迎光临")
+    # The sign, and what was said while it showed.
+    assert (hits[0].video_id, hits[0].text) == (
+        "shop",
+        "欢迎光临 · Please check the invoice before paying.",
+    )
     assert "text" in hits[0].kinds
 
 

@@ -270,6 +270,9 @@ class RuntimeSettings(BaseSettings):
     # Persist each chunk's outputs and record it done, so a restart resumes a video at its
     # first unfinished chunk. Off (for measuring what they cost): a restart redoes the video.
     chunk_checkpoints: bool = True
+    # Make each analysed chunk and window of speech searchable at once, marked partial until
+    # its video is done (runtime/partials.py). Off: a video is found once it is done.
+    partial_results: bool = True
     # Chunks a video's decoder may run ahead of those the orchestration has taken: bounds the
     # pixels waiting in the object store whatever the length of the video.
     decode_ahead_chunks: int = Field(default=2, ge=1)

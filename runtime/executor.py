@@ -197,6 +197,13 @@ class StageExecutor(ABC):
         """Write a video's results to every sink (batched with other videos); raises
         ``StaleEpoch`` when a newer attempt owns the video."""
 
+    async def write_partial(self, part: VideoResult) -> None:  # noqa: B027 - optional hook
+        """Make part of a video in analysis searchable (``runtime.partials``); results of a
+        stale attempt are dropped silently."""
+
+    async def drop_partial(self, video_id: str) -> None:  # noqa: B027 - optional hook
+        """Remove the partial results of a video that failed."""
+
     @abstractmethod
     async def earlier(self, video_id: str) -> EarlierResult | None:
         """What the sinks hold of the video's latest result, if anything."""

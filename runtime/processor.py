@@ -45,6 +45,7 @@ from runtime.executor import IngestChunk, IngestItem, StageExecutor
 from runtime.lease import Superseded, claim_when_free, holding, owner_id
 from runtime.messages import done_message_data
 from runtime.metrics import PipelineMetrics
+from runtime.partials import PartialResults
 from runtime.reuse import ReusePlan
 from runtime.speech_track import SpeechTrack
 from runtime.video_run import VideoRun
@@ -78,6 +79,7 @@ class VideoProcessor:
             executor, store, chunks if settings.chunk_checkpoints else None, lineage
         )
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
+        self._partials = PartialResults(executor, self._version, enabled=settings.partial_results)
         self._owner = owner_id(settings)
         self._decode_slots = (
             asyncio.Semaphore(settings.videos_decoding) if settings.videos_decoding else None
@@ -283,13 +285,15 @@ class VideoProcessor:
         try:
             async for item in items:
                 if isinstance(item, LocalVideo):
-                    video = item
+                    video = run.probe_of(item)
                     run.timings[FETCH] = time.monotonic() - started
                     await run.progress(FETCH, 1, 1)
                     continue
                 if isinstance(item, SpeechPart | SpeechEnd):
                     assert speech is not None  # asked for
                     await speech.take(item)
+                    if isinstance(item, SpeechPart):
+                        await self._partials.speech(run, item)
                     continue
                 run.decoded(item.index, item.last)
                 await run.progress(DECODE, run.decoded_count, run.total)
@@ -375,7 +379,9 @@ class VideoProcessor:
         self, run: VideoRun, ticket: IngestChunk, slot: asyncio.Semaphore, reuse: ReusePlan
     ) -> Chunk:
         try:
-            return await self._chunk_stages.run(run, ticket, reuse)
+            chunk = await self._chunk_stages.run(run, ticket, reuse)
+            await self._partials.chunk(run, chunk)
+            return chunk
         finally:
             self._metrics.chunk_finished(ticket.frames)
             slot.release()
@@ -410,6 +416,7 @@ class VideoProcessor:
         log.log(log_level, "video %s failed: %s: %s", ref.video_id, error.code, error)
         if epoch is not None:
             await self._drop_chunks(ref.video_id)
+            await self._partials.drop(ref.video_id)
 
     async def reject(self, ref: VideoRef, error: ReelsenseError) -> None:
         """Record a video that cannot even be started (an invalid event) as failed, unless

@@ -37,6 +37,22 @@ class FencedResultWriter:
         self._documents = ResultDocumentSink.from_settings(config.storage)
 
     async def write(self, result: VideoResult) -> None:
+        await self._fence(result)
+        await asyncio.wrap_future(self._writer.submit(result))
+
+    async def write_partial(self, part: VideoResult) -> None:
+        """Queue part of a video for the search index (not waited for); a part of a stale
+        attempt is dropped."""
+        try:
+            await self._fence(part)
+        except StaleEpoch:
+            return
+        self._writer.submit_partial(part)
+
+    async def drop_partial(self, video_id: str) -> None:
+        self._writer.drop_partial(video_id)
+
+    async def _fence(self, result: VideoResult) -> None:
         if result.epoch is not None:
             status = await self._store.get(result.ref.video_id)
             if status is not None and (
@@ -46,7 +62,6 @@ class FencedResultWriter:
                     f"{result.ref.video_id}: results of epoch {result.epoch} refused; the "
                     f"record is {status.status.value} at epoch {status.epoch}"
                 )
-        await asyncio.wrap_future(self._writer.submit(result))
 
     async def earlier(self, video_id: str) -> EarlierResult | None:
         """What the sinks hold of the video's latest result, if anything."""

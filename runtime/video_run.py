@@ -8,7 +8,7 @@ from collections.abc import Awaitable
 
 from checkpoint.base import CheckpointStore
 from core.errors import ReelsenseError
-from core.records import Chunk, VideoRef
+from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef
 from runtime.executor import FusedOutputs
 from runtime.metrics import PipelineMetrics
 
@@ -27,6 +27,12 @@ class VideoRun:
         self.total: int | None = None
         self.done: dict[str, int] = defaultdict(int)
         self.timings: dict[str, float] = defaultdict(float)
+        self.probe: ProbeInfo | None = None  # once the video is open
+
+    def probe_of(self, video: LocalVideo) -> LocalVideo:
+        """The video, now open: its probe is kept for the parts of its result."""
+        self.probe = video.probe
+        return video
 
     @property
     def decoded_count(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -201,10 +201,24 @@ class LanceTable:
         Lance retries a commit conflict itself (``commit_retries`` times); one that outlasts
         those is raised as the retryable ``sink_commit_conflict``, for the caller's retries.
         """
-        if not video_ids:
-            return
+        if video_ids:
+            delete = video_predicate(video_ids)
+            self._committed(lambda: self._merge_once(rows, keys=keys, delete=delete))
+
+    def merge(self, rows: pa.Table, *, keys: list[str]) -> None:
+        """Update the rows whose keys are in ``rows``, insert the others; remove nothing."""
+        if rows.num_rows:
+            self._committed(lambda: self._merge_once(rows, keys=keys, delete=None))
+
+    def delete(self, predicate: str) -> None:
+        """Remove the rows matching ``predicate`` (a Lance filter)."""
+        dataset = self._dataset or self.open()
+        if dataset is not None:
+            self._committed(lambda: dataset.delete(predicate))
+
+    def _committed(self, commit: Callable[[], object]) -> None:
         try:
-            self._upsert_once(rows, keys=keys, video_ids=video_ids)
+            commit()
         except Exception as exc:
             self._dataset = None  # reopen at the latest version next time
             raise map_lance_error(exc, table=self.name) from exc
@@ -231,7 +245,7 @@ class LanceTable:
             log.warning("compacting %s failed: %s", self.name, error)
         self._dataset = None
 
-    def _upsert_once(self, rows: pa.Table, *, keys: list[str], video_ids: Sequence[str]) -> None:
+    def _merge_once(self, rows: pa.Table, *, keys: list[str], delete: str | None) -> None:
         dataset = self._dataset or self.open()
         if dataset is None:
             if rows.num_rows == 0:
@@ -240,14 +254,10 @@ class LanceTable:
         self._evolve(dataset, rows.schema)
         dataset = self._declare_keys(dataset, keys)
         rows = rows.select([n for n in dataset.schema.names if n in rows.schema.names])
-        (
-            dataset.merge_insert(keys)
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(video_predicate(video_ids))
-            .conflict_retries(self.commit_retries)
-            .execute(rows)
-        )
+        merge = dataset.merge_insert(keys).when_matched_update_all().when_not_matched_insert_all()
+        if delete is not None:
+            merge = merge.when_not_matched_by_source_delete(delete)
+        merge.conflict_retries(self.commit_retries).execute(rows)
         self._dataset = dataset  # merge_insert moved this handle to the new version
 
     def create(self, schema: pa.Schema, *, keys: Sequence[str] = ()) -> lance.LanceDataset:

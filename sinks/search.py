@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import zlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,7 +50,8 @@ from sinks.segments import segments_of
 
 RRF_K = 60
 SNIPPET_CHARS = 200
-_COLUMNS = ["video_id", "tenant", "kind", "seq", "start_s", "end_s", "text", "shot", "partial"]
+RECENT_TEXTS = 4096  # texts whose embedding is kept for the next write
+_COLUMNS = ["video_id", "tenant", "kind", "segment", "start_s", "end_s", "text", "shot", "partial"]
 
 
 def search_table_name(model_id: str) -> str:
@@ -63,7 +66,7 @@ def search_schema(dim: int) -> pa.Schema:
             pa.field("video_id", pa.string(), nullable=False),
             pa.field("tenant", pa.string()),
             pa.field("kind", pa.string(), nullable=False),
-            pa.field("seq", pa.int32(), nullable=False),
+            pa.field("segment", pa.string(), nullable=False),  # see _segment_key
             pa.field("start_s", pa.float64()),
             pa.field("end_s", pa.float64()),
             pa.field("text", pa.string()),
@@ -104,7 +107,7 @@ class LanceSearchIndex(Sink):
     """The searchable segments of every video under one text embedder."""
 
     name = "lance_search"
-    KEYS = ("video_id", "kind", "seq")
+    KEYS = ("video_id", "segment")
 
     def __init__(
         self,
@@ -128,6 +131,7 @@ class LanceSearchIndex(Sink):
         )
         self.upkeep = IndexUpkeep(root, [TextIndexJob("terms_idx"), vectors])
         self._loaded = False
+        self._recent: OrderedDict[str, Any] = OrderedDict()
 
     @classmethod
     def from_settings(
@@ -154,21 +158,45 @@ class LanceSearchIndex(Sink):
     # -- writing ---------------------------------------------------------------------------
 
     def write(self, results: Sequence[VideoResult]) -> None:
+        """The videos' rows become exactly those of their results: partial rows written while
+        they were analysed are replaced, or removed if the whole video does not have them."""
         results = latest_per_video(results)
-        if not results:
-            return
-        rows: list[dict[str, Any]] = []
+        if results:
+            rows = self._embedded(results, partial=False)
+            video_ids = [result.ref.video_id for result in results]
+            self.table.upsert(self._table(rows), keys=list(self.KEYS), video_ids=video_ids)
+            self.upkeep.ask()
+
+    def write_partial(self, results: Sequence[VideoResult]) -> None:
+        """Segments of parts of videos (a chunk's frames, a window of speech), searchable at
+        once and marked partial. They are merged by key and nothing is removed: each result
+        holds one part, and the video's final ``write`` settles what stays."""
+        if results:
+            rows = self._embedded(results, partial=True)
+            self.table.merge(self._table(rows), keys=list(self.KEYS))
+            self.upkeep.ask()
+
+    def drop_partial(self, video_ids: Sequence[str]) -> None:
+        """Remove the partial rows of videos that will not be done (they failed)."""
+        if video_ids:
+            self.table.delete(f"{video_predicate(video_ids)} AND partial = true")
+
+    def _embedded(self, results: Sequence[VideoResult], *, partial: bool) -> list[dict[str, Any]]:
         written_at = datetime.now(UTC)
-        for result in results:
-            rows.extend(self._rows_of(result, written_at))
+        rows = [row for r in results for row in self._rows_of(r, written_at, partial=partial)]
         self._load()
-        texts = sorted({row["text"] for row in rows})
-        vectors = dict(zip(texts, self.embedder.embed(texts), strict=True)) if texts else {}
+        # A chunk's texts come again in its video's final write, and a caption or subtitle
+        # often repeats: each text is embedded once while it is recent.
+        missing = sorted({row["text"] for row in rows} - self._recent.keys())
+        if missing:
+            for text, vector in zip(missing, self.embedder.embed(missing), strict=True):
+                self._recent[text] = vector
         for row in rows:
-            row["embedding"] = vectors[row["text"]]
-        video_ids = [result.ref.video_id for result in results]
-        self.table.upsert(self._table(rows), keys=list(self.KEYS), video_ids=video_ids)
-        self.upkeep.ask()
+            row["embedding"] = self._recent[row["text"]]
+            self._recent.move_to_end(row["text"])
+        while len(self._recent) > RECENT_TEXTS:
+            self._recent.popitem(last=False)
+        return rows
 
     def write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
         """Rows already embedded (keys as in ``search_schema``, ``terms`` computed here),
@@ -199,35 +227,38 @@ class LanceSearchIndex(Sink):
         return columns_table(columns, schema)
 
     @staticmethod
-    def _rows_of(result: VideoResult, written_at: datetime) -> list[dict[str, Any]]:
-        # The shot at each segment's middle, where it has a thumbnail to show.
-        shots = [(s["start_s"], s["end_s"], s["thumbnail"]) for s in shot_entries(result)]
+    def _rows_of(
+        result: VideoResult, written_at: datetime, *, partial: bool
+    ) -> list[dict[str, Any]]:
+        # The shot at each segment's middle, where it has a thumbnail to show (a part of a
+        # video does not know its shots' numbers).
+        shots = [] if partial else shot_entries(result)
+        bounds = [(s["start_s"], s["end_s"], s["thumbnail"]) for s in shots]
         rows: list[dict[str, Any]] = []
-        seqs: dict[str, int] = {}
+        keys: set[str] = set()
         for segment in segments_of(result):
-            kind = segment["kind"]
-            seqs[kind] = seqs.get(kind, -1) + 1  # as the ``segments`` table counts them
-            text = str(segment["text"]).strip()
+            kind, text = segment["kind"], str(segment["text"]).strip()
             if kind not in SEARCHED_KINDS or not text:
                 continue
-            middle = (segment["start_s"] + segment["end_s"]) / 2
-            shot = next((i for i, (a, b, _) in enumerate(shots) if a <= middle < b), None)
-            if shot is None and shots and middle >= shots[-1][1]:
-                shot = len(shots) - 1
-            if shot is not None and shots[shot][2] is None:
+            start, end = float(segment["start_s"]), float(segment["end_s"])
+            middle = (start + end) / 2
+            shot = next((i for i, (a, b, _) in enumerate(bounds) if a <= middle < b), None)
+            if shot is None and bounds and middle >= bounds[-1][1]:
+                shot = len(bounds) - 1
+            if shot is not None and bounds[shot][2] is None:
                 shot = None
             rows.append(
                 {
                     "video_id": result.ref.video_id,
                     "tenant": result.ref.tenant,
                     "kind": kind,
-                    "seq": seqs[kind],
-                    "start_s": float(segment["start_s"]),
-                    "end_s": float(segment["end_s"]),
+                    "segment": _segment_key(kind, start, text, keys),
+                    "start_s": start,
+                    "end_s": end,
                     "text": text,
                     "terms": index_terms(text),
                     "shot": shot,
-                    "partial": False,
+                    "partial": partial,
                     "pipeline_version": result.pipeline_version,
                     "written_at": written_at,
                 }
@@ -314,12 +345,24 @@ class LanceSearchIndex(Sink):
         return self.table.count_rows(None if video_id is None else video_predicate([video_id]))
 
 
+def _segment_key(kind: str, start_s: float, text: str, taken: set[str]) -> str:
+    """``kind:start_ms:crc`` of the text, ``#n`` added for a repeat: the same segment gets the
+    same key whether it is written with its chunk or with its video, and a span that grows
+    from one chunk to the whole video keeps its key (it starts where it started)."""
+    key = f"{kind}:{round(start_s * 1000)}:{zlib.crc32(text.encode()):08x}"
+    unique, repeat = key, 1
+    while unique in taken:
+        unique, repeat = f"{key}#{repeat}", repeat + 1
+    taken.add(unique)
+    return unique
+
+
 def _fuse(lists: Sequence[list[dict[str, Any]]]) -> list[_Candidate]:
     """Reciprocal rank fusion of ranked row lists, best first."""
-    by_key: dict[tuple[str, str, int], _Candidate] = {}
+    by_key: dict[tuple[str, str], _Candidate] = {}
     for rows in lists:
         for rank, row in enumerate(rows):
-            key = (row["video_id"], row["kind"], row["seq"])
+            key = (row["video_id"], row["segment"])
             candidate = by_key.setdefault(key, _Candidate(row, kinds={row["kind"]}))
             candidate.score += 1.0 / (RRF_K + rank + 1)
     return sorted(by_key.values(), key=lambda c: -c.score)

@@ -16,9 +16,12 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import TracebackType
+from typing import ClassVar, Protocol, runtime_checkable
 
 from core.config import StorageSettings
 from core.errors import PermanentError, ReelsenseError, RetryableError
@@ -33,6 +36,8 @@ from sinks.segments import LanceSegmentSink
 from sinks.vectors import LanceVectorIndex
 
 log = logging.getLogger(__name__)
+
+FINALS_KEPT = 65_536  # videos whose last final write's epoch is remembered
 
 
 def sinks_from_settings(
@@ -79,6 +84,28 @@ class WriterStats:
     failed_batches: int = 0
     last_batch_videos: int = 0
     last_write_s: float = 0.0  # wall time of the last successful batch, all sinks
+    partials: int = 0  # parts of videos written (runtime.partials)
+    failed_partials: int = 0
+    superseded_partials: int = 0  # came after their video's final write: not written
+    # Seconds from a part's analysis (its ``completed_at``) to its commit, the latest ones.
+    partial_lags_s: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
+
+
+@runtime_checkable
+class PartialSink(Protocol):
+    """A sink that also takes parts of videos still in analysis (the search index)."""
+
+    name: ClassVar[str]
+
+    def write_partial(self, results: Sequence[VideoResult]) -> None: ...
+
+    def drop_partial(self, video_ids: Sequence[str]) -> None: ...
+
+
+@dataclass
+class _Part:
+    video_id: str
+    result: VideoResult | None  # None: remove the video's partial rows
 
 
 @dataclass
@@ -106,6 +133,10 @@ class SinkWriter:
         self.flush_s = flush_s
         self.stats = WriterStats()
         self._pending: list[_Pending] = []
+        self._parts: list[_Part] = []
+        # The owner epoch of each video's latest final write: parts of that attempt or an
+        # older one that come after it are not written (they would mark final rows partial).
+        self._finals: OrderedDict[str, int | None] = OrderedDict()
         self._cond = threading.Condition()
         self._closing = False
         self._flush_requested = False
@@ -145,6 +176,21 @@ class SinkWriter:
             elif len(self._pending) == 1:
                 self._cond.notify_all()  # start the flush_s clock of a new batch
         return future
+
+    def submit_partial(self, part: VideoResult) -> None:
+        """Queue part of a video in analysis for the sinks that take parts; written at once,
+        not waited for (a failure is logged)."""
+        self._queue_part(_Part(part.ref.video_id, part))
+
+    def drop_partial(self, video_id: str) -> None:
+        """Queue the removal of a failed video's partial rows."""
+        self._queue_part(_Part(video_id, None))
+
+    def _queue_part(self, part: _Part) -> None:
+        with self._cond:
+            if not self._closing:
+                self._parts.append(part)
+                self._cond.notify_all()
 
     def flush(self, timeout: float | None = None) -> None:
         """Write everything submitted so far now, and wait for it (failures stay on futures)."""
@@ -189,25 +235,32 @@ class SinkWriter:
             return True
         return time.monotonic() - self._pending[0].submitted >= self.flush_s
 
-    def _take_batch(self) -> list[_Pending] | None:
-        """Wait until a batch is due and take it; None once closed and drained."""
+    def _take(self) -> tuple[list[_Part], list[_Pending]] | None:
+        """Wait until parts wait or a batch is due, and take them; None once closed and
+        drained."""
         with self._cond:
-            while not self._due():
+            while not self._parts and not self._due():
                 if self._closing:
                     return None
                 wait = None
                 if self._pending:
                     wait = max(0.0, self.flush_s - (time.monotonic() - self._pending[0].submitted))
                 self._cond.wait(wait)
-            batch = self._pending[: self.batch_videos]
-            del self._pending[: self.batch_videos]
-            if not self._pending:
-                self._flush_requested = False
+            parts, self._parts = self._parts, []
+            batch: list[_Pending] = []
+            if self._due():
+                batch = self._pending[: self.batch_videos]
+                del self._pending[: self.batch_videos]
+                if not self._pending:
+                    self._flush_requested = False
         # A caller may have given up on its video; the others are written anyway.
-        return [p for p in batch if p.future.set_running_or_notify_cancel()]
+        return parts, [p for p in batch if p.future.set_running_or_notify_cancel()]
 
     def _run(self) -> None:
-        while (batch := self._take_batch()) is not None:
+        while (taken := self._take()) is not None:
+            parts, batch = taken
+            if parts:
+                self._write_parts(parts)
             if not batch:
                 continue
             try:
@@ -220,12 +273,50 @@ class SinkWriter:
                 if not isinstance(exc, Exception):
                     raise
 
+    def _write_parts(self, parts: list[_Part]) -> None:
+        live = [part for part in parts if not self._superseded(part)]
+        self.stats.superseded_partials += len(parts) - len(live)
+        results = [part.result for part in live if part.result is not None]
+        dropped = [part.video_id for part in live if part.result is None]
+        for sink in self.sinks:
+            if not isinstance(sink, PartialSink) or not (results or dropped):
+                continue
+            try:
+                self._open(sink)
+                sink.write_partial(results)
+                sink.drop_partial(dropped)
+            except Exception as exc:
+                self.stats.failed_partials += len(results)
+                log.warning("parts of %d videos not written: %s", len(live), exc)
+                return
+        committed = datetime.now(UTC)
+        self.stats.partials += len(results)
+        for result in results:
+            self.stats.partial_lags_s.append((committed - result.completed_at).total_seconds())
+
+    def _superseded(self, part: _Part) -> bool:
+        """Whether the part's video had its final write by the part's attempt or a later one."""
+        if part.result is None or part.video_id not in self._finals:
+            return False
+        final, epoch = self._finals[part.video_id], part.result.epoch
+        return final is None or epoch is None or epoch <= final
+
+    def _finished(self, results: Sequence[VideoResult]) -> None:
+        for result in results:
+            self._finals[result.ref.video_id] = result.epoch
+            self._finals.move_to_end(result.ref.video_id)
+        while len(self._finals) > FINALS_KEPT:
+            self._finals.popitem(last=False)
+
+    def _open(self, sink: Sink | PartialSink) -> None:
+        if id(sink) not in self._opened:
+            sink.open()  # type: ignore[union-attr]
+            self._opened.add(id(sink))
+
     def _write_all(self, results: Sequence[VideoResult]) -> ReelsenseError | None:
         for sink in self.sinks:
             try:
-                if id(sink) not in self._opened:
-                    sink.open()
-                    self._opened.add(id(sink))
+                self._open(sink)
                 sink.write(results)
             except Exception as exc:
                 return as_sink_error(exc, sink.name)
@@ -235,6 +326,7 @@ class SinkWriter:
         started = time.monotonic()
         error = self._write_all([p.result for p in batch])
         if error is None:
+            self._finished([p.result for p in batch])
             self._record_success(len(batch), time.monotonic() - started)
             for pending in batch:
                 pending.future.set_result(None)
@@ -258,6 +350,7 @@ class SinkWriter:
             started = time.monotonic()
             error = self._write_all([group[-1].result])
             if error is None:
+                self._finished([group[-1].result])
                 self._record_success(1, time.monotonic() - started)
             for pending in group:
                 if error is None:

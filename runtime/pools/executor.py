@@ -137,6 +137,18 @@ class RayExecutor(StageExecutor):
         except RayTaskError as exc:
             raise _cause(exc) from None
 
+    async def write_partial(self, part: VideoResult) -> None:
+        try:
+            await self._writer.write_partial.remote(part)
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+
+    async def drop_partial(self, video_id: str) -> None:
+        try:
+            await self._writer.drop_partial.remote(video_id)
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+
     async def earlier(self, video_id: str) -> EarlierResult | None:
         try:
             found: EarlierResult | None = await self._writer.earlier.remote(video_id)

@@ -70,6 +70,12 @@ class SinkWriterPool:
     async def write(self, result: VideoResult) -> None:
         await self._writer.write(result)
 
+    async def write_partial(self, part: VideoResult) -> None:
+        await self._writer.write_partial(part)
+
+    async def drop_partial(self, video_id: str) -> None:
+        await self._writer.drop_partial(video_id)
+
     async def earlier(self, video_id: str) -> EarlierResult | None:
         return await self._writer.earlier(video_id)
 

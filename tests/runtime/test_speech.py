@@ -2,7 +2,7 @@
 Redis, Lance and object store): recognised beside the frames, resumed after the last window
 persisted, recorded as failed without failing the video when the audio is corrupt, added to a
 done video without decoding a frame, and taken from an earlier result when only other stages
-changed."""
+changed. What is heard and read is searchable before its video is done (partial results)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,17 @@ from checkpoint.base import VideoState
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from core.records import Chunk, VideoRef
+from core.records import Chunk, VideoRef, VideoResult
+from core.search import SearchFilter, SegmentHit
 from core.speech import SpeechPart
 from devkit.samples import Scene, write_video
+from models.embedding import E5Embedder
 from runtime.executor import IngestItem, PooledChunk
 from runtime.local_executor import LocalExecutor
 from sinks.lance import LanceFrameSink
 from sinks.object_store import document_key
+from sinks.search import LanceSearchIndex
+from stages.errors import DecodeError
 from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
 from storage.local import LocalObjectStore
@@ -86,6 +90,8 @@ class Watched(LocalExecutor):
         self.embedded = 0
         self.stall_after: int | None = None
         self.stalled = asyncio.Event()
+        self.refuse_from_chunk: int | None = None  # chunks from this index on are rejected
+        self.parts: list[str] = []  # the video of each partial result written
 
     async def ingest(
         self,
@@ -105,11 +111,17 @@ class Watched(LocalExecutor):
 
     async def analyse(self, stage: str, ticket: PooledChunk) -> Chunk:
         self.analysed += 1
+        if self.refuse_from_chunk is not None and ticket.index >= self.refuse_from_chunk:
+            raise DecodeError(f"chunk {ticket.index} is unreadable")
         return await super().analyse(stage, ticket)
 
     async def embed(self, chunk: Chunk) -> Chunk:
         self.embedded += 1
         return await super().embed(chunk)
+
+    async def write_partial(self, part: VideoResult) -> None:
+        self.parts.append(part.ref.video_id)
+        await super().write_partial(part)
 
 
 def with_asr(config: ServiceConfig, **changes: object) -> ServiceConfig:
@@ -312,3 +324,79 @@ async def test_speech_is_taken_from_the_earlier_result_when_other_stages_change(
     assert rerun.analysed > 0  # OCR ran again
     assert second["speech"] == first["speech"]
     assert second["pipeline_version"] != first["pipeline_version"]
+
+
+async def found(
+    config: ServiceConfig, query: str, video_id: str, *, partial: bool, timeout_s: float = 60.0
+) -> SegmentHit:
+    """The first hit of ``query`` in the video with that partial flag, once there is one."""
+    index = LanceSearchIndex.from_settings(config.storage, E5Embedder())
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    where = SearchFilter(video_id=video_id)
+    while True:
+        hits = await asyncio.to_thread(index.search, query, k=3, where=where, method="text")
+        hit = next((h for h in hits if h.partial is partial), None)
+        if hit is not None:
+            return hit
+        assert asyncio.get_running_loop().time() < deadline, (query, hits)
+        await asyncio.sleep(0.1)
+
+
+def search_rows(config: ServiceConfig, video_id: str) -> list[dict[str, Any]]:
+    index = LanceSearchIndex.from_settings(config.storage, E5Embedder())
+    columns = ["kind", "segment", "text", "start_s", "partial"]
+    return index.table.rows(filter=f"video_id = '{video_id}'", columns=columns)
+
+
+async def test_text_and_speech_are_searchable_before_the_video_is_done(
+    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+) -> None:
+    ref = VideoRef("findable", spoken.as_uri())
+    executor.stall_after = 2  # two windows of speech heard, then the process hangs
+    try:
+        first = asyncio.create_task(processor(config, executor, store).process(ref))
+        await asyncio.wait_for(executor.stalled.wait(), timeout=120)
+        sign = await found(config, "invoice ready", "findable", partial=True)
+        said = await found(config, "customer", "findable", partial=True)
+        status = await store.get("findable")
+        assert status is not None
+        assert status.status is VideoState.RUNNING  # found long before the video is done
+        first.cancel()  # the process dies there
+        await asyncio.gather(first, return_exceptions=True)
+    finally:
+        executor.stall_after = None
+    assert (sign.text, sign.kinds) == ("INVOICE READY", ("text",))
+    assert said.kinds == ("speech",)
+    assert said.start_s == pytest.approx(SCRIPT[0][0], abs=1.0)
+
+    # A new attempt finishes it: every row final, each segment once, as the video has them.
+    document = await done(config, executor, store, ref)
+    rows = search_rows(config, "findable")
+    assert [r for r in rows if r["partial"]] == []
+    assert len({r["segment"] for r in rows}) == len(rows)
+    spans = {(r["text"], r["start_s"]) for r in rows if r["kind"] == "text"}
+    assert spans == {("INVOICE READY", 0.0), ("SERVER ROOM", 7.0)}
+    spoken_rows = sorted(r["text"] for r in rows if r["kind"] == "speech")
+    assert spoken_rows == sorted(s["text"].strip() for s in document["speech"]["segments"])
+    assert (await found(config, "server room", "findable", partial=False)).start_s == 7.0
+
+
+async def test_a_failed_video_leaves_no_partial_rows(
+    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+) -> None:
+    ref = VideoRef("unreadable-end", spoken.as_uri())
+    executor.refuse_from_chunk = 2  # the first two chunks are analysed, the third refused
+    try:
+        await processor(config, executor, store).process(ref)
+    finally:
+        executor.refuse_from_chunk = None
+    status = await store.get("unreadable-end")
+    assert status is not None
+    assert status.status is VideoState.FAILED
+    assert status.error_code == "decode_error"
+    assert executor.parts.count("unreadable-end") >= 2  # chunks and speech before the failure
+    # The removal is queued to the writer with the failure; it lands at once.
+    deadline = asyncio.get_running_loop().time() + 30
+    while rows := search_rows(config, "unreadable-end"):
+        assert asyncio.get_running_loop().time() < deadline, rows
+        await asyncio.sleep(0.1)

@@ -165,3 +165,47 @@ def test_a_failed_index_build_is_logged_and_tried_again(
     assert described.num_rows_indexed == dataset.count_rows()
     upkeep.ask()  # after close: nothing runs, nothing hangs
     assert broken.tries == 2
+
+
+def part(video_id: str, texts: list[str], first_index: int, *, said: str = "") -> VideoResult:
+    """One chunk of a video: its frames only, at their times in the whole video."""
+    made = video(video_id, texts, said=said)
+    frames = [
+        dataclasses.replace(
+            f, index=f.index + first_index, timestamp_s=f.timestamp_s + first_index * 0.5
+        )
+        for f in made.frames
+    ]
+    return dataclasses.replace(made, frames=frames)
+
+
+def test_partial_rows_are_searchable_then_settled_by_the_final_write(
+    index: LanceSearchIndex,
+) -> None:
+    long_ = "long"
+    index.write_partial([part(long_, ["NIGHT MARKET"] * 4, 0)])
+    index.write_partial([part(long_, ["NIGHT MARKET"] * 2 + ["LAST TRAIN"] * 2, 4)])
+    index.write_partial([part(long_, ["NIGHT MARKET"] * 2 + ["LAST TRAIN"] * 2, 4)])  # retried
+    assert index.count_rows(long_) == 3  # the first span, its second piece, the last train
+    (hit,) = index.search("last train", k=1, where=SearchFilter(video_id=long_), method="text")
+    assert (hit.text, hit.start_s, hit.end_s, hit.partial) == ("LAST TRAIN", 3.0, 4.0, True)
+
+    # The whole video: the span across the chunks is one row again, nothing is partial.
+    whole = video(long_, ["NIGHT MARKET"] * 6 + ["LAST TRAIN"] * 2)
+    index.write([whole])
+    rows = index.table.rows(filter="video_id = 'long'", columns=["text", "start_s", "partial"])
+    assert sorted((r["text"], r["start_s"], r["partial"]) for r in rows) == [
+        ("LAST TRAIN", 3.0, False),
+        ("NIGHT MARKET", 0.0, False),
+    ]
+    # The span across the chunks is found whole.
+    assert index.search("night market", k=1, where=SearchFilter(video_id=long_))[0].end_s == 3.0
+
+
+def test_partial_rows_of_a_failed_video_are_dropped(index: LanceSearchIndex) -> None:
+    index.write_partial([part("doomed", ["FIRE EXIT"] * 4, 0, said="Leave by the fire exit.")])
+    assert index.count_rows("doomed") == 2
+    assert index.search("fire exit", k=1, method="text")[0].partial
+    index.drop_partial(["doomed", "shop"])
+    assert index.count_rows("doomed") == 0
+    assert index.count_rows("shop") == 3  # final rows stay

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +14,13 @@ import pytest
 from pydantic import SecretStr
 
 from core.config import StorageSettings
+from core.records import VideoResult
 from devkit.services import free_port
+from models.embedding import E5Embedder
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink
+from sinks.search import LanceSearchIndex
 from sinks.segments import LanceSegmentSink
 from sinks.vectors import LanceVectorIndex
 from sinks.writer import SinkWriter, sinks_from_settings
@@ -37,6 +44,63 @@ def test_sinks_from_settings_builds_every_sink(tmp_path: Path) -> None:
         LanceSegmentSink,
         LanceSummarySink,
     ]
+    searched = sinks_from_settings(local_settings(tmp_path), text_model=E5Embedder())
+    assert [type(s) for s in searched][4:] == [LanceSearchIndex, LanceSummarySink]
+
+
+def wait_for(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_parts_are_written_at_once_and_never_after_their_final_write(tmp_path: Path) -> None:
+    index = LanceSearchIndex(str(tmp_path / "lance"), E5Embedder())
+    # A batch waits 30 s for company; a part does not wait at all.
+    writer = SinkWriter([index], batch_videos=8, flush_s=30.0)
+    try:
+        made = make_result("long", frames=2, texts=["NIGHT MARKET"] * 2, embed=False)
+        part = dataclasses.replace(made, epoch=3, completed_at=datetime.now(UTC))
+        writer.submit_partial(part)
+        wait_for(lambda: writer.stats.partials == 1, "the part written")
+        assert [h.partial for h in index.search("night market", k=1, method="text")] == [True]
+        lag = writer.stats.partial_lags_s[0]
+        assert 0 <= lag < 30
+
+        writer.submit(part)  # the video done: its final write
+        writer.flush(timeout=60)
+        assert [h.partial for h in index.search("night market", k=1, method="text")] == [False]
+        # A part of the same attempt that comes after the final write is not written: it
+        # would mark the final rows partial again.
+        writer.submit_partial(part)
+        wait_for(lambda: writer.stats.superseded_partials == 1, "the late part skipped")
+        assert [h.partial for h in index.search("night market", k=1, method="text")] == [False]
+        # A newer attempt's parts are written again.
+        writer.submit_partial(dataclasses.replace(part, epoch=4))
+        wait_for(lambda: writer.stats.partials == 2, "the newer attempt's part")
+        writer.drop_partial("long")
+        wait_for(lambda: index.count_rows("long") == 0, "the partial rows dropped")
+    finally:
+        writer.close(timeout=60)
+
+
+class BrokenSearch(LanceSearchIndex):
+    def write_partial(self, results: Sequence[VideoResult]) -> None:
+        raise OSError("object store unreachable")
+
+
+def test_a_failed_part_costs_only_the_part(tmp_path: Path) -> None:
+    index = BrokenSearch(str(tmp_path / "lance"), E5Embedder())
+    writer = SinkWriter([index], batch_videos=1, flush_s=0.0)
+    try:
+        result = make_result("v", frames=2, texts=["OPEN"] * 2, embed=False)
+        writer.submit_partial(result)
+        wait_for(lambda: writer.stats.failed_partials == 1, "the part failed")
+        writer.submit(result).result(timeout=60)  # the final write goes through
+        assert index.count_rows("v") == 1
+    finally:
+        writer.close(timeout=60)
 
 
 def test_several_submits_make_one_commit_per_table(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
 from runtime.executor import IngestItem, PooledChunk, StageExecutor, with_speech
 from runtime.result_writer import FencedResultWriter
+from sinks.writer import WriterStats
 from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
 
@@ -30,6 +31,11 @@ class LocalExecutor(StageExecutor):
         self._writer = FencedResultWriter(config)
         for stage in pipeline.all_stages():
             stage.setup()
+
+    @property
+    def writer_stats(self) -> WriterStats:
+        """What the one writer has done so far (batches, parts and their lags)."""
+        return self._writer.stats
 
     async def ingest(
         self,

@@ -15,7 +15,7 @@ from core.records import EarlierResult, Frame, VideoResult
 from models.embedding import text_embedder
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, earlier_result
-from sinks.writer import SinkWriter
+from sinks.writer import SinkWriter, WriterStats
 
 
 class FencedResultWriter:
@@ -35,6 +35,10 @@ class FencedResultWriter:
         self._summary = LanceSummarySink.from_settings(config.storage)
         self._frames = LanceFrameSink.from_settings(config.storage)
         self._documents = ResultDocumentSink.from_settings(config.storage)
+
+    @property
+    def stats(self) -> WriterStats:
+        return self._writer.stats
 
     async def write(self, result: VideoResult) -> None:
         await self._fence(result)

@@ -47,8 +47,9 @@ class SearchResult(BaseModel):
     start_s: float
     end_s: float
     text: str = Field(description="The best matching segment's text (cut at 200 characters).")
-    kinds: list[Literal["text", "speech", "description"]] = Field(
-        description="What matched: on-screen text, speech, shot descriptions."
+    kinds: list[Literal["text", "speech", "description", "frame"]] = Field(
+        description="What matched: on-screen text, speech, shot descriptions, frames by "
+        "what they show (with an image embedding model)."
     )
     score: float = Field(
         description="Higher is better: fused reciprocal rank (hybrid), cosine similarity "

@@ -13,7 +13,7 @@ from core.search import SEARCHED_KINDS, Method, SearchFilter, SegmentHit
 search_routes = APIRouter(tags=["search"])
 
 Kind = Annotated[
-    list[Literal["text", "speech", "description"]] | None,
+    list[Literal["text", "speech", "description", "frame"]] | None,
     Query(description=f"Limit to these kinds: {', '.join(SEARCHED_KINDS)} (repeatable)."),
 ]
 
@@ -33,8 +33,9 @@ async def search_segments(
     method: Annotated[Method, Query(description="hybrid, or one of its parts.")] = "hybrid",
 ) -> SearchResults:
     """Places in videos that match ``q``: on-screen text spans, speech and shot descriptions,
-    by meaning (multilingual embeddings) and by words (full text), fused by rank. Overlapping
-    matches of one video are one hit, with the kinds that matched."""
+    by meaning (multilingual embeddings) and by words (full text), and with an image embedding
+    model frames by what they show, fused by rank. Overlapping matches of one video are one
+    hit, with the kinds that matched."""
     if not q.strip():
         raise ApiError(422, "invalid_request", "q must not be blank")
     kinds = tuple(sorted(set(kind or ())))

@@ -46,10 +46,19 @@ class SegmentSearch:
 
 
 def _index(config: ServiceConfig) -> LanceSearchIndex:
+    """The search index of the configured text model, with the frames of the configured image
+    model (if any) as a third list of hybrid searches."""
     from models.embedding import text_embedder
+    from models.image_embedding import image_embedder
+    from sinks.images import ImageSearch, LanceImageIndex
     from sinks.search import LanceSearchIndex
 
     stages = config.stages
     embedder = text_embedder(stages.embed_model, threads=stages.embed_threads)
     embedder.load()
-    return LanceSearchIndex.from_settings(config.storage, embedder)
+    images = None
+    if (image_model := image_embedder(stages)) is not None:
+        image_model.load()
+        table = LanceImageIndex.from_settings(config.storage, image_model.model_id)
+        images = ImageSearch(table, image_model)
+    return LanceSearchIndex.from_settings(config.storage, embedder, images=images)

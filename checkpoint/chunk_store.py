@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from core.records import Chunk, Frame
+from core.records import Chunk, Frame, Vector
 from core.speech import SpeechEnd, SpeechItem, SpeechPart
 from storage.base import ObjectStore
 
@@ -112,21 +112,35 @@ def decode_chunk(data: bytes) -> Chunk:
 
 
 def _encode_frame(frame: Frame) -> dict[str, Any]:
-    embedding = None
-    if frame.embedding is not None:
-        vector = np.asarray(frame.embedding, dtype="<f4")
-        embedding = base64.b64encode(vector.tobytes()).decode()
     thumbnail = base64.b64encode(frame.thumbnail).decode() if frame.thumbnail else None
-    return {**frame.to_json(), "embedding": embedding, "thumbnail_jpeg": thumbnail}
+    return {
+        **frame.to_json(),
+        "embedding": _encode_vector(frame.embedding),
+        "image_embedding": _encode_vector(frame.image_embedding),
+        "thumbnail_jpeg": thumbnail,
+    }
 
 
 def _decode_frame(raw: dict[str, Any]) -> Frame:
-    embedding = None
-    if raw["embedding"] is not None:
-        embedding = np.frombuffer(base64.b64decode(raw["embedding"]), dtype="<f4").astype(
-            np.float32
-        )
-    frame = Frame.from_json(raw, embedding=embedding)
+    frame = Frame.from_json(
+        raw,
+        embedding=_decode_vector(raw["embedding"]),
+        # Absent from chunks persisted before image embeddings existed.
+        image_embedding=_decode_vector(raw.get("image_embedding")),
+    )
     if raw.get("thumbnail_jpeg"):
         frame.thumbnail = base64.b64decode(raw["thumbnail_jpeg"])
     return frame
+
+
+def _encode_vector(vector: Vector | None) -> str | None:
+    """Little-endian float32 bytes in base64: exact, and a third of the size of a JSON list."""
+    if vector is None:
+        return None
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+
+
+def _decode_vector(encoded: str | None) -> Vector | None:
+    if encoded is None:
+        return None
+    return np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(np.float32)

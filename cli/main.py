@@ -7,6 +7,7 @@ reelsense submit FILE|URI      publish an upload event (--follow: live progress 
 reelsense status ID            one video's progress (--json for machines)
 reelsense result ID            a done video's shots, speech and text (--frames, --json, --vtt)
 reelsense search "text"        places in videos, by meaning and by words
+reelsense reindex              the text model's search table from the stored segments
 reelsense dead-letters         failed events and webhooks (--replay ID: send one again)
 """
 
@@ -69,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run against a real Kafka, Redis, S3 and Ray")
     serve.add_argument("--config", type=Path, required=True)
+
+    reindex = sub.add_parser(
+        "reindex", help="fill the text model's search table from the stored segments"
+    )
+    reindex.add_argument("--config", type=Path, help="the service's YAML (tables, text model)")
 
     submit = sub.add_parser("submit", help="publish an upload event")
     submit.add_argument("source", help="a local file or a file://, s3:// or http(s):// URI")
@@ -237,6 +243,30 @@ def _search(args: argparse.Namespace) -> int:
     return show_search(args)
 
 
+def _reindex(args: argparse.Namespace) -> int:
+    from core.config import ServiceConfig
+    from models.embedding import text_embedder
+    from sinks.reindex import reindex
+    from sinks.search import LanceSearchIndex
+    from sinks.segments import LanceSegmentSink
+
+    config = ServiceConfig.load(args.config)
+    stages = config.stages
+    model = text_embedder(stages.embed_model, threads=stages.embed_threads)
+    index = LanceSearchIndex.from_settings(config.storage, model)
+    index.open()
+    try:
+        done = reindex(index, LanceSegmentSink.from_settings(config.storage))
+        index.refresh()
+    finally:
+        index.close()
+    print(
+        f"{done.table}: {done.videos} videos ({done.rows} segments) written, "
+        f"{done.skipped} already there, {done.seconds} s"
+    )
+    return 0
+
+
 def _dead_letters(args: argparse.Namespace) -> int:
     from cli.client import show_dead_letters
 
@@ -251,6 +281,7 @@ _COMMANDS = {
     "status": _status,
     "result": _result,
     "search": _search,
+    "reindex": _reindex,
     "dead-letters": _dead_letters,
 }
 

@@ -177,6 +177,11 @@ class StageSettings(BaseSettings):
     vlm_max_pixels: int | None = Field(default=None, ge=28 * 28 * 4)
     vlm_batch_size: int = Field(default=8, ge=1)  # frames per generate call (transformers engine)
     vlm_threads: int = Field(default=1, ge=1)  # torch CPU threads (transformers engine)
+    # A CLIP or SigLIP folder (transformers ``save_pretrained``): a vector per analysed frame
+    # from its pixels, so frames without text are found by a text query. Off unless set.
+    image_embed_model: str | None = None
+    image_embed_batch_size: int = Field(default=16, ge=1)  # frames per forward pass
+    image_embed_threads: int = Field(default=1, ge=1)  # torch CPU threads
 
 
 class AsrSettings(BaseSettings):
@@ -227,6 +232,7 @@ class RaySettings(BaseSettings):
     decode: PoolSettings = PoolSettings()
     ocr: PoolSettings = PoolSettings()
     vlm: PoolSettings = PoolSettings()
+    image_embed: PoolSettings = PoolSettings()
     embed: PoolSettings = PoolSettings()
 
     @model_validator(mode="after")

@@ -105,6 +105,10 @@ class ShotBoundary:
         )
 
 
+#: The ``Frame`` fields its ``text`` is made of: what the text embedder reads.
+TEXT_FIELDS = ("ocr_lines", "caption")
+
+
 @dataclass
 class Frame:
     """One sampled frame and what the stages found in it.
@@ -126,6 +130,8 @@ class Frame:
     # What the VLM answered in the schema of ``core.description`` (a JSON object), if asked.
     description: dict[str, Any] | None = None
     embedding: Vector | None = None
+    # From the pixels by an image-text model (CLIP or SigLIP), if one is configured.
+    image_embedding: Vector | None = None
     boundaries: tuple[ShotBoundary, ...] = ()
     repeat_of: int | None = None
     # JPEG, for the first sample of each shot; b"" once stored elsewhere (read back from JSON)
@@ -142,7 +148,7 @@ class Frame:
 
     def to_json(self) -> dict[str, Any]:
         """Where the frame is and what the stages found in it, JSON-ready: no pixels and no
-        embedding (each store writes those its own way, if at all)."""
+        embeddings (each store writes those its own way, if at all)."""
         return {
             "index": self.index,
             "timestamp_s": float(self.timestamp_s),
@@ -156,7 +162,12 @@ class Frame:
         }
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any], embedding: Vector | None = None) -> Frame:
+    def from_json(
+        cls,
+        raw: Mapping[str, Any],
+        embedding: Vector | None = None,
+        image_embedding: Vector | None = None,
+    ) -> Frame:
         repeat_of = raw.get("repeat_of")
         return cls(
             index=int(raw["index"]),
@@ -167,6 +178,7 @@ class Frame:
             caption=str(raw["caption"]),
             description=raw.get("description"),
             embedding=embedding,
+            image_embedding=image_embedding,
             boundaries=tuple(ShotBoundary.from_json(b) for b in raw.get("boundaries") or ()),
             repeat_of=None if repeat_of is None else int(repeat_of),
             # Read back, a thumbnail is known to exist (in the object store), not its bytes.
@@ -230,8 +242,9 @@ class VideoResult:
 class EarlierResult:
     """What the sinks hold of a video's latest result: enough to skip it or reuse stages of it.
 
-    ``frames`` carry the image stages' outputs (no pixels, no embeddings); they, ``probe`` and
-    ``stage_versions`` are empty when only the summary row was found.
+    ``frames`` carry the image stages' outputs (no pixels; embeddings where the sinks hold
+    them for the same version); they, ``probe`` and ``stage_versions`` are empty when only
+    the summary row was found.
     """
 
     pipeline_version: str

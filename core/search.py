@@ -7,7 +7,8 @@ from typing import Literal
 
 Method = Literal["hybrid", "vector", "text"]
 METHODS: tuple[Method, ...] = ("hybrid", "vector", "text")
-SEARCHED_KINDS = ("text", "speech", "description")
+# frame: a sample found by its pixels (with an image embedding model configured).
+SEARCHED_KINDS = ("text", "speech", "description", "frame")
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ FETCH: Final = "fetch"
 DECODE: Final = "decode"
 OCR: Final = "ocr"
 VLM: Final = "vlm"
+IMAGE_EMBED: Final = "image_embed"  # a vector per frame from its pixels
 EMBED: Final = "embed"
 SPEECH: Final = "speech"  # the audio track, beside the frames
 
 #: Every stage, in pipeline order.
-ALL: Final = (FETCH, DECODE, OCR, VLM, EMBED, SPEECH)
+ALL: Final = (FETCH, DECODE, OCR, VLM, IMAGE_EMBED, EMBED, SPEECH)
 #: The stages that may run inside the decode replicas (``PoolSettings.fuse``).
-FUSABLE: Final = (OCR, VLM, EMBED)
+FUSABLE: Final = (OCR, VLM, IMAGE_EMBED, EMBED)

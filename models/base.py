@@ -64,6 +64,25 @@ class TextEmbeddingModel(ModelEngine):
         return self.embed(texts)
 
 
+class ImageEmbeddingModel(ModelEngine):
+    """Puts images and texts in one vector space (CLIP, SigLIP): a text finds the images it
+    describes, whatever is written in them."""
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int:
+        """Length of every vector; known once loaded."""
+
+    @abstractmethod
+    def embed_images(self, images: list[Image]) -> Vector:
+        """An ``(len(images), dimension)`` float32 array of L2-normalised rows, one per RGB
+        ``H x W x 3`` uint8 image."""
+
+    @abstractmethod
+    def embed_texts(self, texts: list[str]) -> Vector:
+        """The texts in the same space, rows L2-normalised."""
+
+
 class VlmEngine(ModelEngine):
     """A vision-language model that answers a prompt about each image."""
 

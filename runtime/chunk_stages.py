@@ -131,7 +131,10 @@ class ChunkStages:
         earlier result); as it is without an embedder."""
         if not self._executor.embeds:
             return chunk
-        if EMBED not in ticket.applied and not reuse.embeddings:
+        # Taken only if they were: a chunk whose frames the earlier result lacked is analysed
+        # afresh, text and all.
+        taken = reuse.embeddings and all(f.embedding is not None for f in chunk.frames if f.text)
+        if EMBED not in ticket.applied and not taken:
             chunk = await run.timed(EMBED, self._executor.embed(chunk), ticket.frames)
         await run.stage_done(EMBED)
         return chunk

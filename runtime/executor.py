@@ -152,6 +152,8 @@ def merge_outputs(outputs: list[Chunk]) -> Chunk:
             merged.ocr_lines = merged.ocr_lines or found.ocr_lines
             merged.caption = merged.caption or found.caption
             merged.description = merged.description or found.description
+            if merged.image_embedding is None:
+                merged.image_embedding = found.image_embedding
         frames.append(merged)
     return replace(base, frames=frames)
 

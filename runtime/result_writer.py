@@ -13,6 +13,8 @@ from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import EarlierResult, Frame, VideoResult
 from models.embedding import text_embedder
+from models.image_embedding import image_embedder
+from sinks.images import LanceImageIndex
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, earlier_result
 from sinks.writer import SinkWriter, WriterStats
@@ -30,7 +32,15 @@ class FencedResultWriter:
     def __init__(self, config: ServiceConfig) -> None:
         stages = config.stages
         text_model = text_embedder(stages.embed_model, threads=stages.embed_threads)
-        self._writer = SinkWriter.from_settings(config.storage, text_model=text_model)
+        image_model = image_embedder(stages)
+        self._writer = SinkWriter.from_settings(
+            config.storage, text_model=text_model, image_model=image_model
+        )
+        self._images = (
+            None
+            if image_model is None
+            else LanceImageIndex.from_settings(config.storage, image_model.model_id)
+        )
         self._store = RedisCheckpointStore(config.redis)
         self._summary = LanceSummarySink.from_settings(config.storage)
         self._frames = LanceFrameSink.from_settings(config.storage)
@@ -89,20 +99,22 @@ class FencedResultWriter:
         return dataclasses.replace(found, tenant=tenant, frames=self._embedded(video_id, found))
 
     def _embedded(self, video_id: str, earlier: EarlierResult) -> list[Frame]:
-        """The earlier result's frames with their embeddings, from the frames table (the
-        document holds none), where that table holds the same version's rows."""
+        """The earlier result's frames with their embeddings, from the frames table and the
+        frame image vectors' (the document holds none), where those hold the same version's
+        rows."""
         rows = self._frames.frame_rows(video_id, with_embedding=True)
-        if any(row["pipeline_version"] != earlier.pipeline_version for row in rows):
-            return earlier.frames
-        vectors = {
-            int(row["frame_index"]): np.asarray(row["embedding"], dtype=np.float32)
-            for row in rows
-            if row["embedding"] is not None
-        }
-        return [
-            dataclasses.replace(frame, embedding=vectors.get(frame.index))
-            for frame in earlier.frames
-        ]
+        frames = earlier.frames
+        if all(row["pipeline_version"] == earlier.pipeline_version for row in rows):
+            vectors = {
+                int(row["frame_index"]): np.asarray(row["embedding"], dtype=np.float32)
+                for row in rows
+                if row["embedding"] is not None
+            }
+            frames = [dataclasses.replace(f, embedding=vectors.get(f.index)) for f in frames]
+        if self._images is not None:
+            pictured = self._images.vectors(video_id, earlier.pipeline_version)
+            frames = [dataclasses.replace(f, image_embedding=pictured.get(f.index)) for f in frames]
+        return frames
 
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.close)

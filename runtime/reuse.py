@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, replace
 
 from core.records import Chunk, EarlierResult, Frame, LocalVideo, ProbeInfo, VideoRef
+from core.stage_names import IMAGE_EMBED
 from runtime.executor import IngestItem, ReplayedChunk
 from stages.pipeline import Lineage
 
@@ -23,8 +24,9 @@ class ReusePlan:
     frames: dict[int, Frame]  # the earlier result's frames by index
     probe: ProbeInfo | None
     chunk_size: Callable[[ProbeInfo], int]  # as the decoder cuts a video's chunks
-    # The embeddings are taken too: every image stage's outputs are, and the embedder is the
-    # same (a video given speech recognition, say, is not embedded again).
+    # The embeddings are taken too: the outputs of every image stage that gives text are, and
+    # the embedder is the same (a video given speech recognition, or only a new image
+    # embedder, say, is not embedded again).
     embeddings: bool = False
 
     @classmethod
@@ -34,9 +36,11 @@ class ReusePlan:
         reused: frozenset[str] = frozenset()
         if earlier is not None and earlier.uri == ref.uri and earlier.probe is not None:
             reused = lineage.reusable(earlier.stage_versions) & frozenset(stages)
+            if IMAGE_EMBED in reused and not _image_embedded(earlier.frames):
+                reused -= {IMAGE_EMBED}  # its vectors are not in the sinks (any more)
         embeddings = (
             earlier is not None
-            and reused == frozenset(stages)
+            and lineage.text_stages & frozenset(stages) <= reused
             and lineage.embeddings_reusable(earlier.stage_versions)
             and all(f.embedding is not None for f in earlier.frames if f.text)
         )
@@ -89,3 +93,8 @@ class ReusePlan:
             last = start + size >= len(ordered)
             chunk = Chunk(ref.video_id, index, frames, last=last)
             yield ReplayedChunk(ref.video_id, index, len(frames), last, chunk)
+
+
+def _image_embedded(frames: list[Frame]) -> bool:
+    """Whether every analysed frame has its image embedding (repeats take their original's)."""
+    return all(f.image_embedding is not None for f in frames if f.repeat_of is None)

@@ -8,10 +8,13 @@ it; one writer per table (``sinks.writer``) still keeps such conflicts rare.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -45,11 +48,19 @@ _CONFLICT_MARKERS = ("Commit conflict", "commit conflict", "Incompatible transac
 # Creating a table is not atomic in pylance 14 (see LanceTable.create): creations in this
 # process take turns. Across processes, the single writer per table prevents the race.
 _CREATE_LOCK = threading.Lock()
+_WARNED_DIMS: set[str] = set()  # tables whose vectors' size was said not to fit
 
 
 def table_uri(root: str, table: str) -> str:
     """The dataset URI of ``table`` under ``root`` (a folder or an ``s3://`` prefix)."""
     return f"{root.rstrip('/')}/{table}.lance"
+
+
+def model_table_name(prefix: str, model_id: str) -> str:
+    """``<prefix>_<model>_<digest>``: the table of one model's vectors, readable, and distinct
+    for every model id (vectors of two models never share a table)."""
+    slug = re.sub(r"[^a-z0-9]+", "_", model_id.lower()).strip("_")[:48]
+    return f"{prefix}_{slug}_{hashlib.sha256(model_id.encode()).hexdigest()[:8]}"
 
 
 def sql_string(value: str) -> str:
@@ -375,10 +386,25 @@ class EmbeddingRowsSink(Sink):
         results = latest_per_video(results)
         if not results:
             return
-        rows = self.rows_of(results, self.embedding_dim(results))
+        dim = self.embedding_dim(results)
+        rows = self.rows_of([self._fitted(result, dim) for result in results], dim)
         # Videos without rows still go through the upsert: their old rows must go.
         self.table.upsert(rows, keys=list(self.KEYS), video_ids=[r.ref.video_id for r in results])
         self.written()
+
+    def _fitted(self, result: VideoResult, dim: int) -> VideoResult:
+        """The result with vectors of another size than the table's left out: the table was
+        made for another text model (search has a table per model, ``sinks.search``; a
+        reprocessed video whose vectors are not here has its text embedded again)."""
+        sizes = {int(np.size(f.embedding)) for f in result.frames if f.embedding is not None}
+        if sizes <= {dim} or len(sizes) > 1:
+            return result  # fits, or a result of mixed sizes: ``rows_of`` rejects it
+        if self.table.name not in _WARNED_DIMS:
+            _WARNED_DIMS.add(self.table.name)
+            log.warning(
+                "%s holds %d-d vectors; the text model's are kept out of it", self.table.name, dim
+            )
+        return replace(result, frames=[replace(f, embedding=None) for f in result.frames])
 
     def written(self) -> None:
         """After each write (index upkeep)."""

@@ -17,12 +17,9 @@ text, with nothing decoded.
 
 from __future__ import annotations
 
-import hashlib
-import re
-import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,22 +28,23 @@ import pyarrow as pa
 
 from core.config import StorageSettings
 from core.records import VideoResult
-from core.search import SEARCHED_KINDS, Method, SearchFilter, SegmentHit
+from core.search import Method, SearchFilter, SegmentHit
 from core.terms import index_terms
 from models.base import TextEmbeddingModel
 from sinks.base import Sink
+from sinks.images import FRAME_KIND, ImageSearch
 from sinks.indexes import IndexUpkeep, TextIndexJob, VectorIndexJob
 from sinks.lance_table import (
     LanceTable,
     columns_table,
     latest_per_video,
     map_lance_error,
+    model_table_name,
     sql_string,
     table_uri,
     video_predicate,
 )
-from sinks.object_store import shot_entries
-from sinks.segments import segments_of
+from sinks.search_rows import result_rows, segment_key
 
 RRF_K = 60
 SNIPPET_CHARS = 200
@@ -56,8 +54,7 @@ _COLUMNS = ["video_id", "tenant", "kind", "segment", "start_s", "end_s", "text",
 
 def search_table_name(model_id: str) -> str:
     """``search_<model>_<digest>``: readable, and distinct for every model id."""
-    slug = re.sub(r"[^a-z0-9]+", "_", model_id.lower()).strip("_")[:48]
-    return f"search_{slug}_{hashlib.sha256(model_id.encode()).hexdigest()[:8]}"
+    return model_table_name("search", model_id)
 
 
 def search_schema(dim: int) -> pa.Schema:
@@ -66,7 +63,7 @@ def search_schema(dim: int) -> pa.Schema:
             pa.field("video_id", pa.string(), nullable=False),
             pa.field("tenant", pa.string()),
             pa.field("kind", pa.string(), nullable=False),
-            pa.field("segment", pa.string(), nullable=False),  # see _segment_key
+            pa.field("segment", pa.string(), nullable=False),  # see sinks.search_rows
             pa.field("start_s", pa.float64()),
             pa.field("end_s", pa.float64()),
             pa.field("text", pa.string()),
@@ -117,15 +114,18 @@ class LanceSearchIndex(Sink):
         vector_index_min_rows: int = 10_000,
         nprobes: int = 16,
         refine_factor: int = 4,
+        images: ImageSearch | None = None,
     ) -> None:
         """``root``: the folder or ``s3://`` prefix of the tables, or the table itself.
-        ``embedder``: loaded on ``open()`` if it is not yet."""
+        ``embedder``: loaded on ``open()`` if it is not yet. ``images``: frames by their
+        pixels, a third list of hybrid searches (none: text and speech only)."""
         if not isinstance(root, LanceTable):
             root = LanceTable(table_uri(root, search_table_name(embedder.model_id)))
         self.table = root
         self.embedder = embedder
         self.nprobes = nprobes
         self.refine_factor = refine_factor
+        self.images = images
         vectors = VectorIndexJob(
             "embedding_idx", min_rows=vector_index_min_rows, refresh_rows=vector_index_min_rows // 4
         )
@@ -135,10 +135,16 @@ class LanceSearchIndex(Sink):
 
     @classmethod
     def from_settings(
-        cls, storage: StorageSettings, embedder: TextEmbeddingModel
+        cls,
+        storage: StorageSettings,
+        embedder: TextEmbeddingModel,
+        *,
+        images: ImageSearch | None = None,
     ) -> LanceSearchIndex:
         table = LanceTable.from_settings(storage, search_table_name(embedder.model_id))
-        return cls(table, embedder, vector_index_min_rows=storage.vector_index_min_rows)
+        return cls(
+            table, embedder, vector_index_min_rows=storage.vector_index_min_rows, images=images
+        )
 
     def open(self) -> None:
         self._load()
@@ -151,9 +157,10 @@ class LanceSearchIndex(Sink):
             self._loaded = True
 
     def close(self) -> None:
+        """Stop the index upkeep (the embedder is the caller's: it may be shared)."""
         self.upkeep.close()
-        self.embedder.close()
-        self._loaded = False
+        if self.images is not None:
+            self.images.close()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -164,7 +171,7 @@ class LanceSearchIndex(Sink):
         if results:
             rows = self._embedded(results, partial=False)
             video_ids = [result.ref.video_id for result in results]
-            self.table.upsert(self._table(rows), keys=list(self.KEYS), video_ids=video_ids)
+            self.table.upsert(self.table_of(rows), keys=list(self.KEYS), video_ids=video_ids)
             self.upkeep.ask()
 
     def write_partial(self, results: Sequence[VideoResult]) -> None:
@@ -173,7 +180,7 @@ class LanceSearchIndex(Sink):
         holds one part, and the video's final ``write`` settles what stays."""
         if results:
             rows = self._embedded(results, partial=True)
-            self.table.merge(self._table(rows), keys=list(self.KEYS))
+            self.table.merge(self.table_of(rows), keys=list(self.KEYS))
             self.upkeep.ask()
 
     def drop_partial(self, video_ids: Sequence[str]) -> None:
@@ -183,7 +190,11 @@ class LanceSearchIndex(Sink):
 
     def _embedded(self, results: Sequence[VideoResult], *, partial: bool) -> list[dict[str, Any]]:
         written_at = datetime.now(UTC)
-        rows = [row for r in results for row in self._rows_of(r, written_at, partial=partial)]
+        rows = [row for r in results for row in result_rows(r, written_at, partial=partial)]
+        return self.embedded(rows)
+
+    def embedded(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` with the embedding of their text."""
         self._load()
         # A chunk's texts come again in its video's final write, and a caption or subtitle
         # often repeats: each text is embedded once while it is recent.
@@ -199,17 +210,19 @@ class LanceSearchIndex(Sink):
         return rows
 
     def write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Rows already embedded (keys as in ``search_schema``, ``terms`` computed here),
-        appended as they are: for bulk loads of new videos."""
+        """Rows already embedded (keys as in ``search_schema``; ``terms``, and ``segment``
+        where missing, computed here), appended as they are: for bulk loads of new videos."""
         written_at = datetime.now(UTC)
+        taken: set[str] = set()
         full = [
             {"shot": None, "partial": False, "pipeline_version": "", "written_at": written_at}
             | row
             | {"terms": index_terms(row["text"])}
+            | _keyed(row, taken)
             for row in rows
         ]
         self._load()
-        table = self._table(full)
+        table = self.table_of(full)
         dataset = self.table.open() or self.table.create(table.schema, keys=self.KEYS)
         try:
             dataset.insert(table)
@@ -218,52 +231,15 @@ class LanceSearchIndex(Sink):
         self.upkeep.ask()
 
     def refresh(self) -> None:
-        """Build or refresh the indexes now, in this thread."""
+        """Build or refresh the indexes now, in this thread, once the background upkeep has
+        served what it was asked (two passes at once would race to commit)."""
+        self.upkeep.wait_idle()
         self.upkeep.run_now()
 
-    def _table(self, rows: list[dict[str, Any]]) -> pa.Table:
+    def table_of(self, rows: list[dict[str, Any]]) -> pa.Table:
         schema = search_schema(self.embedder.dimension)
         columns = {name: [row.get(name) for row in rows] for name in schema.names}
         return columns_table(columns, schema)
-
-    @staticmethod
-    def _rows_of(
-        result: VideoResult, written_at: datetime, *, partial: bool
-    ) -> list[dict[str, Any]]:
-        # The shot at each segment's middle, where it has a thumbnail to show (a part of a
-        # video does not know its shots' numbers).
-        shots = [] if partial else shot_entries(result)
-        bounds = [(s["start_s"], s["end_s"], s["thumbnail"]) for s in shots]
-        rows: list[dict[str, Any]] = []
-        keys: set[str] = set()
-        for segment in segments_of(result):
-            kind, text = segment["kind"], str(segment["text"]).strip()
-            if kind not in SEARCHED_KINDS or not text:
-                continue
-            start, end = float(segment["start_s"]), float(segment["end_s"])
-            middle = (start + end) / 2
-            shot = next((i for i, (a, b, _) in enumerate(bounds) if a <= middle < b), None)
-            if shot is None and bounds and middle >= bounds[-1][1]:
-                shot = len(bounds) - 1
-            if shot is not None and bounds[shot][2] is None:
-                shot = None
-            rows.append(
-                {
-                    "video_id": result.ref.video_id,
-                    "tenant": result.ref.tenant,
-                    "kind": kind,
-                    "segment": _segment_key(kind, start, text, keys),
-                    "start_s": start,
-                    "end_s": end,
-                    "text": text,
-                    "terms": index_terms(text),
-                    "shot": shot,
-                    "partial": partial,
-                    "pipeline_version": result.pipeline_version,
-                    "written_at": written_at,
-                }
-            )
-        return rows
 
     # -- searching -------------------------------------------------------------------------
 
@@ -286,6 +262,10 @@ class LanceSearchIndex(Sink):
             lists.append(self._nearest(dataset, query, depth, where))
         if method in ("hybrid", "text"):
             lists.append(self._matching(dataset, query, depth, where))
+        wants_frames = not where.kinds or FRAME_KIND in where.kinds
+        if method == "hybrid" and self.images is not None and wants_frames:
+            # Every row of the frames table is of kind frame: the other filters apply.
+            lists.append(self.images.search(query, depth, filter_sql(replace(where, kinds=()))))
         if method == "hybrid":
             candidates = _fuse(lists)
         else:
@@ -345,16 +325,11 @@ class LanceSearchIndex(Sink):
         return self.table.count_rows(None if video_id is None else video_predicate([video_id]))
 
 
-def _segment_key(kind: str, start_s: float, text: str, taken: set[str]) -> str:
-    """``kind:start_ms:crc`` of the text, ``#n`` added for a repeat: the same segment gets the
-    same key whether it is written with its chunk or with its video, and a span that grows
-    from one chunk to the whole video keeps its key (it starts where it started)."""
-    key = f"{kind}:{round(start_s * 1000)}:{zlib.crc32(text.encode()):08x}"
-    unique, repeat = key, 1
-    while unique in taken:
-        unique, repeat = f"{key}#{repeat}", repeat + 1
-    taken.add(unique)
-    return unique
+def _keyed(row: dict[str, Any], taken: set[str]) -> dict[str, str]:
+    """The row's ``segment`` key, made from its content where the row has none."""
+    if row.get("segment"):
+        return {"segment": str(row["segment"])}
+    return {"segment": segment_key(row["kind"], float(row["start_s"]), str(row["text"]), taken)}
 
 
 def _fuse(lists: Sequence[list[dict[str, Any]]]) -> list[_Candidate]:

@@ -1,11 +1,12 @@
 """The pipeline: which stages run, built from configuration, and its versions.
 
 Every stage has a version: a stable hash of its own parameters and model ids and of the
-versions of the stages it reads from (decode <- each image stage <- embed). The pipeline version
-is a hash of them all. A video done under version v is not redone for v; changing one stage's
-parameters changes the versions of that stage and of those after it that read its output, so a
-video re-processed under the new pipeline version recomputes only those stages and takes the
-outputs of the others from its earlier result (see ``Lineage``).
+versions of the stages it reads from (decode <- each image stage; the image stages that give
+text <- embed). The pipeline version is a hash of them all. A video done under version v is not
+redone for v; changing one stage's parameters changes the versions of that stage and of those
+after it that read its output, so a video re-processed under the new pipeline version
+recomputes only those stages and takes the outputs of the others from its earlier result (see
+``Lineage``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ServiceConfig
-from core.records import Chunk, ProbeInfo
+from core.records import TEXT_FIELDS, Chunk, ProbeInfo
 from core.stage_names import EMBED, SPEECH
 from stages.base import Stage
 from stages.decode import DecodeSampleStage
 from stages.embed import EmbedStage
 from stages.fetch import FetchProbeStage
+from stages.image_embed import ImageEmbedStage
 from stages.ocr import OcrStage
 from stages.speech import SpeechStage
 from stages.vlm import VlmStage
@@ -46,6 +48,8 @@ class Pipeline:
         image: list[Stage[Chunk, Chunk]] = [OcrStage(stages)]
         if stages.vlm_model:
             image.append(VlmStage(stages))
+        if stages.image_embed_model:
+            image.append(ImageEmbedStage(stages))
         return cls(
             fetch=FetchProbeStage(config.limits, config.storage, str(Path(config.runtime.workdir))),
             decode=DecodeSampleStage(stages, config.limits),
@@ -67,8 +71,9 @@ class Pipeline:
         versions = {self.decode.name: decode}
         for stage in self.image_stages:
             versions[stage.name] = _digest({"params": stage.version_params(), "reads": decode})
+        fills = {stage.name: stage.fills for stage in self.image_stages}
         if self.embed is not None:
-            reads = {stage.name: versions[stage.name] for stage in self.image_stages}
+            reads = {name: versions[name] for name in _text_stages(fills)}
             versions[self.embed.name] = _digest(
                 {"params": self.embed.version_params(), "reads": reads}
             )
@@ -76,7 +81,7 @@ class Pipeline:
             versions[self.speech.name] = _digest({"params": self.speech.version_params()})
         return Lineage(
             versions=versions,
-            fills={stage.name: stage.fills for stage in self.image_stages},
+            fills=fills,
             chunk_size=self.decode.chunk_size,
         )
 
@@ -116,6 +121,11 @@ class Lineage:
             name for name in self.fills if earlier.get(name) == self.versions.get(name)
         )
 
+    @property
+    def text_stages(self) -> frozenset[str]:
+        """The image stages whose outputs make a frame's text: what the embedder reads."""
+        return _text_stages(self.fills)
+
     def embeddings_reusable(self, earlier: Mapping[str, str]) -> bool:
         """Whether the embeddings of a result made with stage versions ``earlier`` are what
         the embedder would compute now (its version covers the text it reads)."""
@@ -130,6 +140,10 @@ class Lineage:
         """Whether the speech of a result made with stage versions ``earlier`` is what
         recognition would give now."""
         return self.speech and earlier.get(SPEECH) == self.versions[SPEECH]
+
+
+def _text_stages(fills: Mapping[str, tuple[str, ...]]) -> frozenset[str]:
+    return frozenset(name for name, fields in fills.items() if set(fields) & set(TEXT_FIELDS))
 
 
 def _digest(described: Mapping[str, Any]) -> str:

@@ -261,7 +261,7 @@ async def test_search_filters_reach_the_index(
     params = {"q": "open", "video": "menu", "from_s": 1.6, "to_s": 9.0, "kind": "text"}
     async with client_for(create_app(store, tokens={}, search=search)) as client:
         response = await client.get("/v1/search", params=params)
-        unknown = await client.get("/v1/search", params={"q": "open", "kind": "frame"})
+        unknown = await client.get("/v1/search", params={"q": "open", "kind": "logo"})
         backwards = await client.get("/v1/search", params={"q": "open", "from_s": 5, "to_s": 1})
         negative = await client.get("/v1/search", params={"q": "open", "from_s": -1})
         method = await client.get("/v1/search", params={"q": "open", "method": "best"})

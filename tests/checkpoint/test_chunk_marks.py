@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,6 +67,20 @@ def test_chunk_outputs_round_trip_exactly(tmp_path: Path) -> None:
     assert chunks.get("v1", V2, 3) is None
     assert chunks.delete_video("v1", V1) == 2
     assert chunks.get("v1", V1, 3) is None
+
+
+def test_image_embeddings_round_trip_and_older_chunks_have_none() -> None:
+    original = chunk(0)
+    original.frames[0].image_embedding = np.linspace(-1, 1, 8, dtype=np.float32)
+    decoded = decode_chunk(encode_chunk(original))
+    assert decoded.frames[0].image_embedding is not None
+    assert np.array_equal(decoded.frames[0].image_embedding, original.frames[0].image_embedding)
+    assert decoded.frames[1].image_embedding is None
+    # A chunk persisted before image embeddings existed has no such key.
+    older = json.loads(encode_chunk(original))
+    for frame in older["frames"]:
+        del frame["image_embedding"]
+    assert all(f.image_embedding is None for f in decode_chunk(json.dumps(older).encode()).frames)
 
 
 def event(video_id: str) -> OutboxEvent:

@@ -79,6 +79,9 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
             assert found.status_code == 200
             assert found.json()["hits"][0]["video_id"] == "vid-01"
             await check_result(client, spoken)
+        # The copies of the first video are skipped once it is done, their offsets committed
+        # last: wait for that (not a fixed sleep) before stopping.
+        assert await run.wait_committed(timeout_s=60)
     finally:
         await run.stop_in_process()
 

@@ -102,3 +102,19 @@ def test_pools_start_from_the_stages_declarations(tmp_path: Path) -> None:
     options = deployment_options("vlm", stages["vlm"].resources, gpu)
     assert options["ray_actor_options"] == {"num_cpus": 0.5, "num_gpus": 1.0, "memory": 1 << 30}
     assert options["name"] == "vlm"
+
+
+def test_an_image_embedder_gets_a_pool_of_its_own_or_fuses(tmp_path: Path) -> None:
+    config = ServiceConfig.load(
+        stages={"image_embed_model": str(tmp_path / "any-clip")},
+        runtime={"workdir": str(tmp_path)},
+        ray={"image_embed": {"num_cpus": 2.0, "max_batch_size": 8}},
+    )
+    stages = later_stages(Pipeline.from_config(config))
+    assert list(stages) == ["ocr", "image_embed", "embed"]
+    options = deployment_options(
+        "image_embed", stages["image_embed"].resources, config.ray.image_embed
+    )
+    assert options["ray_actor_options"] == {"num_cpus": 2.0, "num_gpus": 0.0}
+    fused = ServiceConfig.load(ray={"image_embed": {"fuse": True}})
+    assert fused.ray.fused == frozenset({"image_embed"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -114,10 +115,20 @@ def test_embedding_dim_comes_from_the_first_vector(tmp_path: Path) -> None:
     sink = LanceFrameSink(str(tmp_path / "lance"))
     sink.write([make_result("a", frames=2, dim=16)])
     assert sink.embedding_dim() == 16
+    # Another text model's vectors (another size) are kept out; the rows are written.
+    sink.write([make_result("b", frames=2, vectors=unit_vectors(2, 8))])
+    assert [r["embedding"] for r in sink.frame_rows("b", with_embedding=True)] == [None, None]
+    assert sink.embedding_dim() == 16
+    # Vectors of two sizes in one result are a fault, and refused.
+    mixed = make_result("c", frames=2, vectors=unit_vectors(2, 16))
+    frames = [
+        mixed.frames[0],
+        dataclasses.replace(mixed.frames[1], embedding=unit_vectors(1, 8)[0]),
+    ]
     with pytest.raises(SinkRejected) as caught:
-        sink.write([make_result("b", frames=2, vectors=unit_vectors(2, 8))])
+        sink.write([dataclasses.replace(mixed, frames=frames)])
     assert caught.value.code == "sink_embedding_dim_mismatch"
-    assert sink.count_rows("b") == 0
+    assert sink.count_rows("c") == 0
 
 
 def test_quotes_in_video_ids_are_safe(frames: LanceFrameSink) -> None:

@@ -210,7 +210,9 @@ def test_next_batch_tries_again_after_a_failure(
 def test_a_rejected_video_does_not_fail_the_rest_of_its_batch(tmp_path: Path) -> None:
     frames = LanceFrameSink(str(tmp_path / "lance"), embedding_dim=384)
     writer = SinkWriter([frames], batch_videos=4, flush_s=30.0)
-    bad = make_result("bad", frames=2, vectors=unit_vectors(2, 8))
+    made = make_result("bad", frames=2)  # vectors of two sizes: a fault
+    odd = dataclasses.replace(made.frames[1], embedding=unit_vectors(1, 8)[0])
+    bad = dataclasses.replace(made, frames=[made.frames[0], odd])
     futures = {
         "a": writer.submit(make_result("a", frames=2)),
         "bad": writer.submit(bad),

@@ -53,6 +53,7 @@ def captions(seconds: float) -> list[tuple[float, str]]:
 
 
 def write_long_video(folder: Path, seconds: float) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
     shown = captions(seconds)
     scenes = [Scene((text,), SCENE_S) for _, text in shown]
     plain = write_video(folder / "plain.mp4", scenes, fps=10, size=(480, 270))
@@ -119,7 +120,7 @@ async def run(workdir: Path, seconds: float) -> dict[str, Any]:
             settings=config.runtime,
         )
         index = LanceSearchIndex.from_settings(
-            config.storage, text_embedder("multilingual-e5-small")
+            config.storage, text_embedder(config.stages.embed_model)
         )
         shown, done = captions(seconds), asyncio.Event()
         started = time.monotonic()

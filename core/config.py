@@ -155,9 +155,10 @@ class StageSettings(BaseSettings):
     ocr_det_limit_side: int = 640
     ocr_min_score: float = 0.5
     ocr_threads: int = 1
-    # multilingual-e5-small (bundled, no torch), all-MiniLM-L6-v2 (English; the ``st``
-    # extra) or a sentence-transformers model folder.
-    embed_model: str = "multilingual-e5-small"
+    # use-multilingual-v3 (16 languages, numpy) or multilingual-e5-small (about 100, a C
+    # engine), both bundled; all-MiniLM-L6-v2 (English; the ``st`` extra) or a
+    # sentence-transformers model folder. See the README's search figures.
+    embed_model: str = "use-multilingual-v3"
     embed_threads: int = 1
     vlm_model: str | None = None  # off unless configured: a path or model id
     vlm_engine: Literal["transformers", "vllm"] = "transformers"

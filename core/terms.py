@@ -7,6 +7,10 @@ become overlapping character bigrams ("欢迎光临" -> 欢迎 迎光 光临), t
 search engines use without a dictionary, so a two-character query word matches wherever it
 occurs. A run of one character is kept as it is.
 
+English function words ("the", "is", "to", ...) are left out: in a short query they match
+most sentences, and fused with the vector search they would lift any sentence that shares
+them above the one that means what was asked.
+
 Lance's inverted index then splits the terms on whitespace: the column it indexes holds
 ``index_terms(text)``, and a query is ``index_terms(query)``.
 """
@@ -23,6 +27,16 @@ _CJK = (
 )
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
+# English function words; negations and numbers stay ("NO ENTRY", "OPEN 24 HOURS").
+STOP_WORDS = frozenset((
+    "a", "about", "an", "and", "are", "as", "at", "be", "been", "being", "but", "by", "can",
+    "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having", "he",
+    "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
+    "itself", "me", "my", "of", "on", "or", "our", "ours", "she", "so", "than", "that", "the",
+    "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "to", "too",
+    "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
+    "will", "with", "would", "you", "your", "yours",
+))  # fmt: skip
 
 
 def terms(text: str) -> list[str]:
@@ -30,7 +44,9 @@ def terms(text: str) -> list[str]:
     out: list[str] = []
     for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
         if not _CJK_RUN.fullmatch(token):
-            out.append(token.casefold())
+            word = token.casefold()
+            if word not in STOP_WORDS:
+                out.append(word)
         elif len(token) == 1:
             out.append(token)
         else:

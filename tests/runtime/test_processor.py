@@ -52,7 +52,8 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
         redis={"url": redis_url, "key_prefix": f"proc-{root.name}"},
         storage={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")},
         limits={"file_roots": (str(root),)},
-        stages={"sample_fps": 2.0, "chunk_frames": 2},
+        # A 384-d text model, so that the MiniLM copy a test changes to fits the same tables.
+        stages={"sample_fps": 2.0, "chunk_frames": 2, "embed_model": "multilingual-e5-small"},
         runtime={
             "workdir": str(root / "work"),
             "executor": "local",

@@ -26,7 +26,7 @@ from core.records import Chunk, VideoRef, VideoResult
 from core.search import SearchFilter, SegmentHit
 from core.speech import SpeechPart
 from devkit.samples import Scene, write_video
-from models.embedding import E5Embedder
+from models.embedding import text_embedder
 from runtime.executor import IngestItem, PooledChunk
 from runtime.local_executor import LocalExecutor
 from sinks.lance import LanceFrameSink
@@ -330,7 +330,7 @@ async def found(
     config: ServiceConfig, query: str, video_id: str, *, partial: bool, timeout_s: float = 60.0
 ) -> SegmentHit:
     """The first hit of ``query`` in the video with that partial flag, once there is one."""
-    index = LanceSearchIndex.from_settings(config.storage, E5Embedder())
+    index = LanceSearchIndex.from_settings(config.storage, text_embedder(config.stages.embed_model))
     deadline = asyncio.get_running_loop().time() + timeout_s
     where = SearchFilter(video_id=video_id)
     while True:
@@ -343,7 +343,7 @@ async def found(
 
 
 def search_rows(config: ServiceConfig, video_id: str) -> list[dict[str, Any]]:
-    index = LanceSearchIndex.from_settings(config.storage, E5Embedder())
+    index = LanceSearchIndex.from_settings(config.storage, text_embedder(config.stages.embed_model))
     columns = ["kind", "segment", "text", "start_s", "partial"]
     return index.table.rows(filter=f"video_id = '{video_id}'", columns=columns)
 

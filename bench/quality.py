@@ -18,9 +18,7 @@ in them, so a run with the same workdir reuses them (``bench.quality_corpus``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +37,7 @@ from bench.quality_score import (
     score_speech,
     score_text,
 )
+from bench.runs import in_workdir, write_json
 from core.config import ServiceConfig
 from core.records import Frame, VideoRef
 from core.shots import video_shots
@@ -276,16 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="two short edits only")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.workdir is not None:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        result = measure(args.workdir.resolve(), args.quick)
-    else:
-        with tempfile.TemporaryDirectory(prefix="reelsense-quality-") as tmp:
-            result = measure(Path(tmp), args.quick)
+    result = in_workdir(lambda path: measure(path, args.quick), args.workdir, "reelsense-quality-")
     print(table(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_json(args.json, result)
     return 0
 
 

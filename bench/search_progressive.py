@@ -53,6 +53,9 @@ def captions(seconds: float) -> list[tuple[float, str]]:
 
 
 def write_long_video(folder: Path, seconds: float) -> Path:
+    """The video, in ``folder`` emptied of an earlier run's tables and checkpoints."""
+    for left in ("redis", "lance", "o", "work"):
+        shutil.rmtree(folder / left, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     shown = captions(seconds)
     scenes = [Scene((text,), SCENE_S) for _, text in shown]

@@ -266,6 +266,14 @@ class SinkWriter:
         return parts, [p for p in batch if p.future.set_running_or_notify_cancel()]
 
     def _run(self) -> None:
+        # Sinks open now rather than on the first write: loading a text model or creating a
+        # table would otherwise delay the first video's results (and its parts' search) by
+        # seconds. One that cannot open yet is opened again at its first write.
+        for sink in self.sinks:
+            try:
+                self._open(sink)
+            except Exception as exc:
+                log.info("sink %s not open yet: %s", sink.name, exc)
         while (taken := self._take()) is not None:
             parts, batch = taken
             if parts:

@@ -1,0 +1,28 @@
+"""What the benchmarks' command lines share: where a run works, and where its figures go."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def in_workdir(measure: Callable[[Path], T], workdir: Path | None, prefix: str) -> T:
+    """``measure`` run in ``workdir`` (made if missing, kept after), or in a temporary folder
+    removed after."""
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        return measure(workdir.resolve())
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        return measure(Path(tmp))
+
+
+def write_json(path: Path | None, result: Any) -> None:
+    """The figures as indented JSON at ``path`` (its folder made), if one is given."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")

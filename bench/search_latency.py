@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.search_corpus import latency_queries, phrase_bank, row_text
+from bench.search_phrases import latency_queries, phrase_bank, row_text
 from core.records import Vector
 from core.search import Method
 from models.base import TextEmbeddingModel

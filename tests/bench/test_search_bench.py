@@ -24,14 +24,12 @@ from bench.search_corpus import (
     corpus,
     edit_truths,
     first_relevant_rank,
-    latency_queries,
     overlaps,
-    phrase_bank,
     recall_at,
     reciprocal_rank,
     relevant_spans,
-    row_text,
 )
+from bench.search_phrases import latency_queries, phrase_bank, row_text
 from bench.speech_media import Utterance, espeak_path
 
 needs_espeak = pytest.mark.skipif(

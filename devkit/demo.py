@@ -184,19 +184,22 @@ async def _wait_for_webhooks(receiver: WebhookReceiver, count: int) -> None:
         await asyncio.sleep(0.2)
 
 
-# The demo's searches: an English word shown in Chinese, and a Chinese question answered by an
-# English sentence (said and shown in the invoice video).
-SEARCHES = ("welcome", "付款前请检查发票")
+# The demo's searches: an English word among the signs, shown in Chinese only; a Chinese
+# question answered by an English sentence (said in the invoice video); and a word anywhere.
+SEARCHES = (("welcome", "text"), ("付款前请检查发票", "speech"), ("welcome", None))
 
 
 async def _search_example(api_url: str) -> None:
     async with httpx.AsyncClient(base_url=api_url, timeout=60) as client:
-        for query in SEARCHES:
-            response = await client.get("/v1/search", params={"q": query, "k": 3})
+        for query, kind in SEARCHES:
+            params: dict[str, str | int] = {"q": query, "k": 3}
+            if kind:
+                params["kind"] = kind
+            response = await client.get("/v1/search", params=params)
             if response.status_code != 200:
                 console.print(f"[red]search failed: {response.status_code} {response.text}[/]")
                 return
-            console.rule(f"search: {query!r}")
+            console.rule(f"search: {query!r}" + (f" in {kind}" if kind else ""))
             for hit in response.json()["hits"]:
                 when = f"{hit['start_s']:.1f}-{hit['end_s']:.1f}s"
                 kinds = "+".join(hit["kinds"])

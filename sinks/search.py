@@ -346,44 +346,61 @@ def _fuse(lists: Sequence[list[dict[str, Any]]]) -> list[_Candidate]:
 def _merged(candidates: Sequence[_Candidate]) -> list[SegmentHit]:
     """One hit per overlapping run of one video's candidates, in order of the best score:
     a caption and the sentence said while it shows are one place, not two. Its text is the
-    best match's, then the others' (``·`` between them)."""
+    best match's, then the others' (``·`` between them). A candidate that bridges two hits
+    joins them, and a hit grown over another takes it in."""
     hits: list[SegmentHit] = []
     for candidate in candidates:  # best first, so the first of a run sets its text and score
-        row = candidate.row
-        for i, hit in enumerate(hits):
-            if hit.video_id == row["video_id"] and _overlap(hit, row):
-                text = str(row["text"])
-                hits[i] = SegmentHit(
-                    **{
-                        **hit.__dict__,
-                        "text": hit.text if text in hit.text else _snippet(f"{hit.text} · {text}"),
-                        "start_s": min(hit.start_s, row["start_s"]),
-                        "end_s": max(hit.end_s, row["end_s"]),
-                        "kinds": tuple(sorted({*hit.kinds, *candidate.kinds})),
-                        "partial": hit.partial or bool(row["partial"]),
-                    }
-                )
-                break
-        else:
-            hits.append(
-                SegmentHit(
-                    video_id=row["video_id"],
-                    tenant=row["tenant"],
-                    start_s=float(row["start_s"]),
-                    end_s=float(row["end_s"]),
-                    text=_snippet(str(row["text"])),
-                    kinds=tuple(sorted(candidate.kinds)),
-                    score=round(candidate.score, 6),
-                    shot=row["shot"],
-                    partial=bool(row["partial"]),
-                )
-            )
+        found = _hit(candidate)
+        at = next((i for i, hit in enumerate(hits) if _overlap(hit, found)), None)
+        if at is None:
+            hits.append(found)
+            continue
+        hits[at] = _join(hits[at], found)
+        while others := [i for i, hit in enumerate(hits) if i != at and _overlap(hit, hits[at])]:
+            first, *rest = sorted([at, *others])  # the better hits come first
+            joined = hits[first]
+            for i in rest:
+                joined = _join(joined, hits[i])
+            hits = [hit for i, hit in enumerate(hits) if i not in rest]
+            at, hits[first] = first, joined
     return hits
+
+
+def _hit(candidate: _Candidate) -> SegmentHit:
+    row = candidate.row
+    return SegmentHit(
+        video_id=row["video_id"],
+        tenant=row["tenant"],
+        start_s=float(row["start_s"]),
+        end_s=float(row["end_s"]),
+        text=_snippet(str(row["text"])),
+        kinds=tuple(sorted(candidate.kinds)),
+        score=round(candidate.score, 6),
+        shot=row["shot"],
+        partial=bool(row["partial"]),
+    )
+
+
+def _join(better: SegmentHit, other: SegmentHit) -> SegmentHit:
+    """One place of two overlapping hits: the better one's score and text first."""
+    texts = better.text.split(" · ")
+    texts += [text for text in other.text.split(" · ") if text not in texts]
+    return replace(
+        better,
+        start_s=min(better.start_s, other.start_s),
+        end_s=max(better.end_s, other.end_s),
+        text=_snippet(" · ".join(texts)),
+        kinds=tuple(sorted({*better.kinds, *other.kinds})),
+        shot=better.shot if better.shot is not None else other.shot,
+        partial=better.partial or other.partial,
+    )
 
 
 def _snippet(text: str) -> str:
     return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…"
 
 
-def _overlap(hit: SegmentHit, row: dict[str, Any]) -> bool:
-    return float(row["start_s"]) < hit.end_s and hit.start_s < float(row["end_s"])
+def _overlap(one: SegmentHit, other: SegmentHit) -> bool:
+    return (
+        one.video_id == other.video_id and other.start_s < one.end_s and one.start_s < other.end_s
+    )

@@ -14,7 +14,7 @@ from core.search import SearchFilter
 from core.speech import Speech, SpeechSegment
 from models.embedding import E5Embedder
 from sinks.indexes import IndexUpkeep, TextIndexJob
-from sinks.search import LanceSearchIndex, search_table_name
+from sinks.search import LanceSearchIndex, _Candidate, _merged, search_table_name
 from tests.sinks import make_result
 
 SHOP = ["欢迎光临", "欢迎光临", "欢迎光临", "", "今日特价 ¥39", "今日特价 ¥39"]
@@ -209,3 +209,28 @@ def test_partial_rows_of_a_failed_video_are_dropped(index: LanceSearchIndex) -> 
     index.drop_partial(["doomed", "shop"])
     assert index.count_rows("doomed") == 0
     assert index.count_rows("shop") == 3  # final rows stay
+
+
+def test_a_bridging_match_joins_two_places() -> None:
+    def row(text: str, start: float, end: float, kind: str = "text") -> dict[str, object]:
+        return {
+            "video_id": "v", "tenant": "t", "kind": kind, "start_s": start, "end_s": end,
+            "text": text, "shot": None, "partial": False,
+        }  # fmt: skip
+
+    found = _merged(
+        [
+            _Candidate(row("数据中心", 0.0, 2.5), 0.9, {"text"}),
+            _Candidate(row("SERVER ROOM B7", 2.5, 5.0), 0.8, {"text"}),  # touches, no overlap
+            _Candidate(row("Elsewhere", 9.0, 10.0), 0.75, {"text"}),
+            _Candidate(row("Please follow me inside.", 1.0, 4.0, "speech"), 0.7, {"speech"}),
+            _Candidate(row("The data center never sleeps.", 0.5, 9.5, "speech"), 0.6, {"speech"}),
+        ]
+    )
+    (place,) = found
+    assert (place.start_s, place.end_s, place.score) == (0.0, 10.0, 0.9)
+    assert place.text == " · ".join(
+        ["数据中心", "Please follow me inside.", "SERVER ROOM B7", "The data center never sleeps.",
+         "Elsewhere"]
+    )  # fmt: skip
+    assert place.kinds == ("speech", "text")

@@ -194,6 +194,13 @@ class UseEmbedder(TextEmbeddingModel):
 
             use = USE(threads=max(1, self.threads))
             use.encode(["warm"])  # the weights and vocabulary load on the first call
+            # Its numpy backend limits BLAS threads around each call through threadpoolctl,
+            # which sets them for the whole process: the speech model decoding in another
+            # thread would change thread counts mid-window. numpy's own setting (one thread in
+            # a pool replica) is left to hold instead.
+            backend = getattr(use, "_backend", None)
+            if backend is not None and hasattr(backend, "_threadpool"):
+                backend._threadpool = None
         except Exception as exc:
             raise ModelLoadError(f"cannot load {USE_V3}: {exc}") from exc
         self._use = use

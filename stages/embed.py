@@ -42,6 +42,13 @@ class EmbedStage(Stage[Chunk, Chunk]):
         embedder.load()
         self._embedder = embedder
 
+    @property
+    def dimension(self) -> int:
+        """The length of the vectors this stage writes (after ``setup()``)."""
+        if self._embedder is None:
+            raise RuntimeError("EmbedStage.setup() must run before dimension is known")
+        return self._embedder.dimension
+
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
         if self._embedder is None:
             raise RuntimeError("EmbedStage.setup() must run before process_batch()")

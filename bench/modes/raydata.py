@@ -40,6 +40,7 @@ from core.config import ServiceConfig
 from core.records import Chunk, Frame, OcrLine, VideoRef
 from core.speech import heard
 from runtime.cluster import lighten_local_ray
+from stages.embed import EmbedStage
 from stages.pipeline import Pipeline
 
 Batch = dict[str, Any]
@@ -142,7 +143,7 @@ class EmbedUdf:
 
     def __init__(self, config_json: str, spans: str) -> None:
         embed = Pipeline.from_config(ServiceConfig.model_validate_json(config_json)).embed
-        assert embed is not None
+        assert isinstance(embed, EmbedStage)
         embed.setup()
         self._stage = embed
         self._spans = _Spans(spans, "embed")
@@ -151,7 +152,7 @@ class EmbedUdf:
         start = now()
         frames = _frames_of(batch, images=False)
         self._stage.process_batch([Chunk("batch", 0, frames)])
-        vectors = np.zeros((len(frames), 384), dtype=np.float32)
+        vectors = np.zeros((len(frames), self._stage.dimension), dtype=np.float32)
         for i, frame in enumerate(frames):
             if frame.embedding is not None:
                 vectors[i] = frame.embedding

@@ -36,7 +36,13 @@ class PartialResults:
             step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.0
             # The part ends one sample after its last frame, as its last text span does.
             probe = dataclasses.replace(run.probe, duration_s=times[-1] + step)
-            await self._write(run, probe, chunk.frames, None)
+            # A part's rows are made of its text and times alone: its thumbnails and vectors
+            # would cross to the writer for nothing (the video's final write carries them).
+            bare = [
+                dataclasses.replace(f, thumbnail=None, embedding=None, image_embedding=None)
+                for f in chunk.frames
+            ]
+            await self._write(run, probe, bare, None)
 
     async def speech(self, run: VideoRun, part: SpeechPart) -> None:
         if self.enabled and run.probe is not None and part.segments:

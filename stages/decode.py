@@ -50,6 +50,7 @@ from core.stage_names import DECODE
 from stages.base import Resources, StreamingStage
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
 from stages.fetch import check_dimensions, main_video_stream, open_container
+from stages.ranges import VideoRange, frame_times, plan_ranges
 from stages.sampling import ChunkCutter, ResumePoint, Sampler, ShotMarks
 from stages.shots import ShotSettings
 
@@ -185,14 +186,33 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         """
         return self.stream_from(item, None)
 
-    def stream_from(self, item: LocalVideo, resume: ResumePoint | None) -> Iterator[Chunk]:
+    def stream_from(
+        self, item: LocalVideo, resume: ResumePoint | None, end_chunk: int | None = None
+    ) -> Iterator[Chunk]:
         """``stream`` from a resume point: seeks to the key frame before it and yields only
-        the chunks from ``resume.chunk_index`` on."""
+        the chunks from ``resume.chunk_index`` on; with ``end_chunk``, only those before it
+        (a range of the video, see ``ranges``)."""
         self._check_estimated_frames(item)
         if resume is not None and resume.finished:
             return
         with open_container(item.path, self._limits) as container:
-            yield from self._chunks(item, container, resume)
+            yield from self._chunks(item, container, resume, end_chunk)
+
+    def ranges(
+        self, item: LocalVideo, start: ResumePoint | None, parts: int, min_s: float
+    ) -> list[VideoRange]:
+        """The video from ``start`` on in up to ``parts`` ranges of at least ``min_s`` each,
+        for as many decoders (one range when it cannot or need not be split)."""
+        whole = [VideoRange(start, None)]
+        if self._mode != "fps" or parts < 2 or (start is not None and start.finished):
+            return whole
+        times = frame_times(item.path, self._limits)
+        if times is None:
+            return whole
+        size = self.chunk_size(item.probe)
+        return plan_ranges(
+            times, fps=self._fps, chunk_size=size, start=start, parts=parts, min_s=min_s
+        )
 
     def _check_estimated_frames(self, video: LocalVideo) -> None:
         if self._mode == "keyframes" or video.probe.duration_s <= 0:
@@ -206,7 +226,11 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
             )
 
     def _chunks(
-        self, video: LocalVideo, container: InputContainer, resume: ResumePoint | None
+        self,
+        video: LocalVideo,
+        container: InputContainer,
+        resume: ResumePoint | None,
+        end_chunk: int | None,
     ) -> Iterator[Chunk]:
         stream = main_video_stream(container)
         if stream is None:
@@ -239,6 +263,11 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
                 marks.new_chunk()
             sample = Frame(chunk.sampled, t, None, keyframe=bool(frame.key_frame))
             chunk.add(marks.mark(sample, functools.partial(self._to_rgb, frame)))
+            if end_chunk is not None and chunk.index == end_chunk - 1:
+                ended = chunk.full()
+                if ended is not None:  # the range's last chunk: the next range goes on
+                    yield ended
+                    return
         reader.check_complete(self._declared_end_s(container, stream, video))
         yield chunk.last()
 

@@ -24,6 +24,7 @@ from runtime.executor import (
 )
 from runtime.metrics import ActivitySnapshot, StageActivity, replica_name
 from runtime.pools.base import INGEST, StageRunner, later_stages
+from runtime.pools.split import VideoRanges
 from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
 
@@ -91,6 +92,7 @@ class IngestPool:
         self._speech = pipeline.speech
         self._fetch.setup()
         self._decode.setup()
+        self._split_min_s = config.ray.split_min_s
         replica = replica_name(INGEST)
         self._activity = {
             FETCH: StageActivity(FETCH, replica),
@@ -118,11 +120,18 @@ class IngestPool:
         key: str = "",
         inline: tuple[str, ...] = (),
         speech_from: int | None = None,
-    ) -> AsyncIterator[IngestItem]:
+        split: int = 0,
+        end_chunk: int | None = None,
+    ) -> AsyncIterator[IngestItem | VideoRanges]:
         """``credits`` (a ``ChunkCredits`` handle) and ``key``: wait for a grant before each
         chunk; None decodes as fast as it can. ``inline``: fused stages to run on each chunk
         (the image stages first, then the embedder). ``speech_from``: recognise the audio
-        track's speech from that window on, here, beside decoding; None: none."""
+        track's speech from that window on, here, beside decoding; None: none.
+
+        ``split``: cut the video into up to that many ranges (``stages.ranges``); the ranges
+        after the first follow the video as ``VideoRanges``, for the caller to have other
+        replicas decode, and this call decodes the first. ``end_chunk``: decode only the
+        chunks before it (a range)."""
         with self._activity[FETCH].working(1) as work:
             video = (await work.in_thread(self._fetch.process_batch, [ref]))[0]
         yield video
@@ -130,8 +139,15 @@ class IngestPool:
         held: dict[int, ray.ObjectRef[Any]] = {}
         self._held[hold] = held
         try:
+            if split > 1:
+                ranges = await asyncio.to_thread(
+                    self._decode.ranges, video, resume, split, self._split_min_s
+                )
+                if len(ranges) > 1:
+                    yield VideoRanges(tuple(ranges[1:]))
+                    end_chunk = ranges[0].end_chunk
             tickets = self._tickets(
-                video, resume, credits=credits, key=key, inline=inline, held=held
+                video, resume, end_chunk, credits=credits, key=key, inline=inline, held=held
             )
             async for item in with_speech(tickets, self._speech, video, speech_from):
                 yield item
@@ -143,13 +159,14 @@ class IngestPool:
         self,
         video: LocalVideo,
         resume: ResumePoint | None,
+        end_chunk: int | None,
         *,
         credits: Any,
         key: str,
         inline: tuple[str, ...],
         held: dict[int, ray.ObjectRef[Any]],
     ) -> AsyncIterator[PooledChunk | FusedChunk]:
-        chunks: Iterator[Chunk] = self._decode.stream_from(video, resume)
+        chunks: Iterator[Chunk] = self._decode.stream_from(video, resume, end_chunk)
         produced = 0
         while credits is None or await self._granted(credits, key, produced, held):
             chunk = await self._next_chunk(chunks)

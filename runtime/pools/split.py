@@ -1,0 +1,210 @@
+"""One video decoded by several ingest replicas at once, while they have nothing else to do.
+
+A process per core leaves every core but one idle while a long video runs alone. Here the
+executor asks the replica that takes a video to split it when other ingest replicas are
+idle; the replica answers with the ranges after its own (``VideoRanges``, right after the
+video: it plans them from the container's packets, see ``stages.ranges``) and decodes the
+first; the executor opens one more ingest call per range and merges their chunks into the
+video's one stream. Chunks keep the indexes one decoder would give them, so the
+orchestration, chunk checkpoints and partial results see the same chunks, only sooner.
+
+Each range fetches the file itself (a local file is read in place; a download is made once
+per range). A range that ends otherwise than planned (the packets promised frames the decoder
+did not find) fails the attempt with ``split_misaligned``; the executor then decodes that
+video in one piece on the next attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Collection
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from ray.exceptions import RayTaskError
+from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
+
+from core.errors import ReelsenseError, RetryableError
+from core.records import LocalVideo, VideoRef
+from core.speech import SpeechEnd, SpeechPart
+from runtime.executor import IngestItem, PooledChunk
+from stages.ranges import VideoRange
+from stages.sampling import ResumePoint
+
+_UNSPLIT_KEPT = 1000
+
+
+@dataclass(frozen=True)
+class VideoRanges:
+    """The ranges of a video after the one the replica that sent this decodes itself."""
+
+    ranges: tuple[VideoRange, ...]
+
+
+class IngestCall:
+    """One streaming call to the ingest pool, its chunks granted as they are taken: decoding
+    stays ``ahead`` chunks ahead of the orchestration, so the pixels in the object store stay
+    bounded whatever the length of the video."""
+
+    def __init__(
+        self,
+        handle: DeploymentHandle,
+        credits: Any,
+        ahead: int,
+        ref: VideoRef,
+        start: ResumePoint | None,
+        **options: Any,
+    ) -> None:
+        self.key = uuid.uuid4().hex
+        self.start = start
+        self.end_chunk: int | None = options.get("end_chunk")
+        self._credits = credits
+        self._ahead = ahead
+        self.taken = 0  # chunks the orchestration has taken
+        credits.grant.remote(self.key, ahead)
+        self.items = cast(
+            DeploymentResponseGenerator[IngestItem | VideoRanges],
+            handle.options(stream=True).ingest.remote(
+                ref, start, credits=credits, key=self.key, **options
+            ),
+        )
+
+    def took(self) -> None:
+        self.taken += 1
+        self._credits.grant.remote(self.key, self.taken + self._ahead)
+
+    def close(self) -> None:
+        self._credits.close.remote(self.key)
+
+
+@dataclass(frozen=True)
+class _Ended:
+    call: IngestCall
+    error: BaseException | None = None
+
+
+class SplitIngest:
+    """The ingest side of ``RayExecutor``: opens the calls of a video and merges them."""
+
+    def __init__(
+        self, handle: DeploymentHandle, credits: Any, *, ahead: int, replicas: int
+    ) -> None:
+        self._handle = handle
+        self._credits = credits
+        self._ahead = ahead
+        self._replicas = replicas
+        self._open = 0  # ingest calls of this process under way
+        self._unsplit: dict[str, None] = {}  # videos whose split went wrong: one piece now
+
+    def _parts(self, video_id: str) -> int:
+        """How many ranges a new video may be cut into: the ingest replicas left idle."""
+        if video_id in self._unsplit:
+            return 0
+        idle = self._replicas - self._open
+        return idle if idle > 1 else 0
+
+    def _call(self, ref: VideoRef, start: ResumePoint | None, **options: Any) -> IngestCall:
+        self._open += 1
+        return IngestCall(self._handle, self._credits, self._ahead, ref, start, **options)
+
+    async def ingest(
+        self,
+        ref: VideoRef,
+        resume: ResumePoint | None,
+        inline: Collection[str],
+        speech_from: int | None,
+    ) -> AsyncIterator[IngestItem]:
+        queue: asyncio.Queue[tuple[IngestCall, IngestItem | VideoRanges] | _Ended] = asyncio.Queue()
+        pumps: list[asyncio.Task[None]] = []
+        calls: list[IngestCall] = []
+
+        def start(call: IngestCall) -> None:
+            calls.append(call)
+            pumps.append(asyncio.create_task(_pump(call, queue, first=not pumps)))
+
+        inline = tuple(inline)
+        first = self._parts(ref.video_id)
+        start(self._call(ref, resume, inline=inline, speech_from=speech_from, split=first))
+        running = 1
+        try:
+            while running:
+                got = await queue.get()
+                if isinstance(got, _Ended):
+                    running -= 1
+                    if got.error is not None:
+                        raise got.error
+                    self._check_ended(ref, got.call)
+                    continue
+                call, item = got
+                if isinstance(item, VideoRanges):
+                    first_end = item.ranges[0].start
+                    call.end_chunk = first_end.chunk_index if first_end is not None else None
+                    for part in item.ranges:
+                        start(self._call(ref, part.start, inline=inline, end_chunk=part.end_chunk))
+                    running += len(item.ranges)
+                    continue
+                if isinstance(item, LocalVideo | SpeechPart | SpeechEnd):
+                    yield item
+                    continue
+                self._check_chunk(ref, call, item.index, item.last)
+                # A pooled chunk names its call: ``release`` lets its decoder drop the pixels.
+                yield replace(item, stream=call.key) if isinstance(item, PooledChunk) else item
+                call.took()
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            for call in calls:
+                call.close()
+            self._open -= len(calls)
+
+    def _check_chunk(self, ref: VideoRef, call: IngestCall, index: int, last: bool) -> None:
+        """A range yields its own chunks only, and never the video's last but the last range."""
+        if call.end_chunk is None:
+            return
+        begin = call.start.chunk_index if call.start is not None else 0
+        if last or not begin <= index < call.end_chunk:
+            found = f"chunk {index} (last: {last}) from the range [{begin}, {call.end_chunk})"
+            self._misaligned(ref, found)
+
+    def _check_ended(self, ref: VideoRef, call: IngestCall) -> None:
+        """A range's call ends once its last chunk is taken (then it is closed): an earlier end
+        is a range that came out short."""
+        begin = call.start.chunk_index if call.start is not None else 0
+        if call.end_chunk is not None and call.taken < call.end_chunk - begin:
+            self._misaligned(ref, f"a range ended before chunk {call.end_chunk}")
+
+    def _misaligned(self, ref: VideoRef, what: str) -> None:
+        self._unsplit[ref.video_id] = None
+        while len(self._unsplit) > _UNSPLIT_KEPT:
+            del self._unsplit[next(iter(self._unsplit))]
+        raise RetryableError(
+            f"the video's ranges did not decode as planned: {what}", code="split_misaligned"
+        )
+
+
+async def _pump(
+    call: IngestCall,
+    queue: asyncio.Queue[tuple[IngestCall, IngestItem | VideoRanges] | _Ended],
+    *,
+    first: bool,
+) -> None:
+    """The call's items into ``queue`` (a range's copy of the video left out), then its end."""
+    try:
+        async for item in call.items:
+            if not first and isinstance(item, LocalVideo):
+                continue
+            queue.put_nowait((call, item))
+    except RayTaskError as exc:
+        queue.put_nowait(_Ended(call, cause_of(exc)))
+    except Exception as exc:
+        queue.put_nowait(_Ended(call, exc))
+    else:
+        queue.put_nowait(_Ended(call))
+
+
+def cause_of(exc: RayTaskError) -> BaseException:
+    """The stage's own error, so reason codes and retry decisions survive the trip through Ray."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, ReelsenseError) else exc

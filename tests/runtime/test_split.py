@@ -1,0 +1,99 @@
+"""A video alone split over idle ingest replicas (``runtime.pools.split``), on real Ray Serve:
+each replica decodes a range, and the video's results are those of one decoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint.base import VideoState
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import PoolSettings, ServiceConfig
+from core.records import VideoRef
+from devkit.samples import Scene, write_video
+from tests.runtime.support import processor
+from tests.runtime.test_fused import deployed, fused_config, ingest_calls, process
+from tests.stages.media import corrupt_middle
+
+pytestmark = pytest.mark.slow
+
+
+def two_decoders(config: ServiceConfig, *, split_min_s: float, lance: Path) -> ServiceConfig:
+    decode = PoolSettings(num_cpus=0.5, min_replicas=2, max_replicas=2)
+    return config.model_copy(
+        update={
+            "ray": config.ray.model_copy(update={"decode": decode, "split_min_s": split_min_s}),
+            "storage": config.storage.model_copy(update={"lance_uri": str(lance)}),
+        }
+    )
+
+
+def frames_of(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(r["frame_index"], r["timestamp_s"], r["ocr_text"], r["keyframe"]) for r in rows]
+
+
+async def test_a_video_alone_is_decoded_by_every_idle_replica_as_one_decoder_would(
+    tmp_path: Path, redis_url: str, serve_apps: None
+) -> None:
+    base = fused_config(tmp_path, redis_url)
+    words = ["ALPHA", "BRAVO", "CHARLIE", "DELTA", "ECHO", "FOXTROT", "GOLF", "HOTEL"]
+    scenes = [Scene((word,), 1.5) for word in words]
+    source = write_video(tmp_path / "long.mp4", scenes, fps=10, size=(320, 240), gop=10)
+    ref = VideoRef("long", source.as_uri())
+    results = {}
+    for name, split_min_s in (("whole", 0.0), ("split", 2.0)):
+        config = two_decoders(base, split_min_s=split_min_s, lance=tmp_path / f"lance-{name}")
+        store = RedisCheckpointStore(
+            config.redis.model_copy(update={"key_prefix": f"split-{name}"})
+        )
+        executor = await deployed(config)
+        try:
+            before = await ingest_calls("decode")
+            _, rows = await process(config, executor, store, ref)
+            after = await ingest_calls("decode")
+        finally:
+            await executor.close()
+            await store.close()
+        # Chunks decoded per replica, for this video.
+        results[name] = (
+            frames_of(rows),
+            sorted(after[r] - before.get(r, 0) for r in after),
+            len(rows),
+        )
+    whole, split = results["whole"], results["split"]
+    assert split[0] == whole[0]  # the same samples, indexes and texts
+    assert split[2] == whole[2] == 24  # 12 s at 2 fps
+    assert any("CHARLIE" in frame[2] for frame in split[0])
+    # One piece: one replica decoded every chunk (one more call: the end of the stream).
+    assert whole[1][0] == 0
+    # Split: both replicas decoded about half of the 12 chunks each.
+    assert split[1][0] >= 4, split[1]
+
+
+async def test_a_corrupt_range_fails_the_video_as_one_decoder_would(
+    tmp_path: Path, redis_url: str, serve_apps: None
+) -> None:
+    base = fused_config(tmp_path, redis_url)
+    scenes = [Scene((f"PART {i}",), 1.5) for i in range(8)]
+    source = write_video(tmp_path / "broken.mp4", scenes, fps=10, size=(320, 240), gop=10)
+    corrupt_middle(source, length=4_000)
+    ref = VideoRef("broken", source.as_uri())
+    outcomes = {}
+    for name, split_min_s in (("whole", 0.0), ("split", 2.0)):
+        config = two_decoders(base, split_min_s=split_min_s, lance=tmp_path / f"lance-{name}")
+        store = RedisCheckpointStore(
+            config.redis.model_copy(update={"key_prefix": f"broken-{name}"})
+        )
+        executor = await deployed(config)
+        try:
+            await processor(config, executor, store, max_attempts=1).process(ref)
+            status = await store.get(ref.video_id)
+        finally:
+            await executor.close()
+            await store.close()
+        assert status is not None
+        outcomes[name] = (status.status, status.error_code)
+    assert outcomes["split"] == outcomes["whole"]
+    assert outcomes["split"][0] is VideoState.FAILED

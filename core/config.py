@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.description import DESCRIPTION_PROMPT
@@ -49,6 +49,25 @@ class KafkaSettings(BaseSettings):
     shutdown_timeout_s: float = 30.0  # in-flight videos get this long to finish on stop
     retry_initial_s: float = Field(default=0.5, gt=0)  # first backoff after a handler failure
     retry_max_s: float = Field(default=30.0, gt=0)  # backoff cap (exponential, with jitter)
+    # Topics the service creates at start when missing (existing ones are left as they are).
+    # Partitions of ``topic`` bound the consumer replicas that work at once; -1: the broker's
+    # ``num.partitions``. Replication -1: the broker's ``default.replication.factor``.
+    topic_partitions: int = Field(default=3, ge=-1)
+    status_topic_partitions: int = Field(default=3, ge=-1)
+    dead_letter_topic_partitions: int = Field(default=1, ge=-1)
+    replication_factor: int = Field(default=-1, ge=-1)
+
+    @field_validator(
+        "topic_partitions",
+        "status_topic_partitions",
+        "dead_letter_topic_partitions",
+        "replication_factor",
+    )
+    @classmethod
+    def _positive_or_broker_default(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("0 is not a count: a positive number, or -1 for the broker's default")
+        return value
 
 
 class RedisSettings(BaseSettings):
@@ -89,6 +108,12 @@ class StorageSettings(BaseSettings):
     vector_index_min_rows: int = Field(default=10_000, ge=1)  # exact search below, ANN above
     lance_compact_every: int = Field(default=64, ge=0)  # commits between compactions; 0: never
     lance_keep_versions_s: float = Field(default=3600.0, ge=0)  # older versions are removed
+    # One writer per Lance root, enforced by a Redis lease with a fencing token, checked before
+    # every commit (sinks/writer_lease.py). Off only where nothing else can write the tables.
+    writer_lease: bool = True
+    # How long the lease outlives its holder's last renewal (renewed every third of it); a
+    # writer without it waits this long for it at most, then its batch is retried.
+    writer_lease_s: float = Field(default=15.0, gt=0)
 
 
 class LimitSettings(BaseSettings):
@@ -228,6 +253,12 @@ class RaySettings(BaseSettings):
     address: str | None = None  # None starts a local Ray
     namespace: str = "reelsense"
     num_cpus: int | None = None  # for a local Ray only
+    # How the pools are laid out where a pool's own settings are left unset
+    # (``runtime.placement``): "auto" is per_core on a local Ray, pools on a cluster.
+    placement: Literal["auto", "per_core", "pools"] = "auto"
+    # A video alone is split into time ranges of at least this much, decoded by idle ingest
+    # replicas at once (``runtime.pools.split``); 0: never split.
+    split_min_s: float = Field(default=30.0, ge=0)
     # One pool per stage (``core.stage_names``); the ingest replicas take the decode pool's.
     fetch: PoolSettings = PoolSettings()
     decode: PoolSettings = PoolSettings()

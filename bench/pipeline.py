@@ -46,9 +46,17 @@ from bench.modes.common import (
 )
 from bench.report import write_markdown, write_timeline
 from bench.sampler import TreeSampler
-from bench.summary import MEMORY_MODE, PER_CORE_MODE, compare, summarize
+from bench.summary import (
+    LONG_PHASE,
+    LONG_SINGLE_MODE,
+    MEMORY_MODE,
+    PER_CORE_MODE,
+    compare,
+    summarize,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
+LONG_VIDEO_S = 600.0
 
 # Ray Data settings tried, every one reported. Per-actor CPUs stay fractional: with a whole
 # CPU per actor on 2 cores Ray Data waits for resources forever.
@@ -84,25 +92,35 @@ RAYDATA_SETTINGS: dict[str, dict[str, Any]] = {
 QUICK_RAYDATA = ("rd-1x2-b8",)
 
 # reelsense settings tried, every one reported: consumer in-flight videos, OCR replicas, chunk
-# size. "st-default" is the service's own configuration (pool CPUs aside: see streaming.py).
+# size. "st-default" is the service's own configuration: on a local Ray, its per_core
+# placement profile (runtime/placement.py). "st-pools" and the "st-ocr2" family keep a pool
+# per stage, sized by hand for 2 cores (bench/modes/streaming.py); "st-fused2" is per_core
+# written out by hand, without splitting a video over idle replicas.
 _TWO_OCR = {"ocr": {"min_replicas": 2, "max_replicas": 2, "num_cpus": 0.4}}
+_POOLS: dict[str, Any] = {"placement": "pools", "max_in_flight": 4}
+_FUSED2: dict[str, Any] = {
+    "pools": {
+        "decode": {"min_replicas": 2, "max_replicas": 2, "num_cpus": 0.9},
+        "ocr": {"fuse": True},
+        "embed": {"fuse": True},
+    },
+    "max_in_flight": 3,
+    "videos_decoding": 2,
+}
 STREAMING_SETTINGS: dict[str, dict[str, Any]] = {
     "st-default": {},
-    "st-ocr2": {"pools": _TWO_OCR},
-    "st-ocr2-mif2": {"pools": _TWO_OCR, "max_in_flight": 2},
-    "st-ocr2-mif2-c4": {"pools": _TWO_OCR, "max_in_flight": 2, "chunk_frames": 4},
-    "st-ocr2-mif3-vd2": {"pools": _TWO_OCR, "max_in_flight": 3, "videos_decoding": 2},
-    "st-ocr2-dt2": {"pools": _TWO_OCR, "decode_threads": 2},
+    "st-pools": _POOLS,
+    "st-ocr2": {**_POOLS, "pools": _TWO_OCR},
+    "st-ocr2-mif2": {**_POOLS, "pools": _TWO_OCR, "max_in_flight": 2},
+    "st-ocr2-mif2-c4": {**_POOLS, "pools": _TWO_OCR, "max_in_flight": 2, "chunk_frames": 4},
+    "st-ocr2-mif3-vd2": {**_POOLS, "pools": _TWO_OCR, "max_in_flight": 3, "videos_decoding": 2},
+    "st-ocr2-dt2": {**_POOLS, "pools": _TWO_OCR, "decode_threads": 2},
     # OCR and embeddings fused into two decode replicas: one video per core end to end.
-    "st-fused2": {
-        "pools": {
-            "decode": {"min_replicas": 2, "max_replicas": 2, "num_cpus": 0.9},
-            "ocr": {"fuse": True},
-            "embed": {"fuse": True},
-        },
-        "max_in_flight": 3,
-        "videos_decoding": 2,
-    },
+    "st-fused2": _FUSED2,
+    # The same on a cluster of two one-CPU worker nodes on this machine: what crossing
+    # raylets costs (chunks and results travel between nodes' object stores).
+    "cl-fused2": {**_FUSED2, "nodes": 2},
+    "cl-ocr2": {**_POOLS, "pools": _TWO_OCR, "nodes": 2},
 }
 QUICK_STREAMING = ("st-default",)
 
@@ -132,17 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     warmup = bench_videos(
         cache, 1, 2.0, size=(640, 360), grain=0.0, prefix="warmup", speech=args.speech
     )[0].path
-    modes = set(args.modes.split(","))
-    raydata = (
-        args.raydata.split(",")
-        if args.raydata
-        else list(QUICK_RAYDATA if args.quick else RAYDATA_SETTINGS)
-    )
-    streaming = (
-        args.streaming.split(",")
-        if args.streaming
-        else list(QUICK_STREAMING if args.quick else STREAMING_SETTINGS)
-    )
 
     work = Path(tempfile.mkdtemp(prefix="rs-bench-"))
     base = RunSpec(
@@ -171,44 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, tuple[ModeResult, TreeSampler]] = {}
     idle_deadline = time.monotonic() + args.idle_wait  # one budget for every wait of the run
     try:
-        single = replace(base, threads="single", warmup=warmup)
-        plan: list[tuple[str, str, RunSpec]] = [
-            ("sequential_single", "sequential", single),
-            (PER_CORE_MODE, "sequential", replace(single, setting={"processes": cores()})),
-        ]
-        if "sequential" in modes:
-            plan += [
-                ("sequential", "sequential", replace(base, threads="tuned", warmup=warmup)),
-                (
-                    "sequential_defaults",
-                    "sequential",
-                    replace(base, threads="defaults", warmup=warmup),
-                ),
-            ]
-        if "raydata" in modes:
-            plan += [
-                (
-                    f"raydata:{name}",
-                    "raydata",
-                    replace(base, setting=RAYDATA_SETTINGS[name], warmup=warmup),
-                )
-                for name in raydata
-            ]
-        if "streaming" in modes:
-            for name in streaming:
-                setting = dict(STREAMING_SETTINGS.get(name, {}))
-                if not args.quick:  # the same first video again, alone: latency at low load
-                    alone = asdict(replace(videos[0], video_id="alone-0"))
-                    setting["phases"] = [{"name": "low_load", "videos": [alone]}]
-                plan.append(
-                    (
-                        f"streaming:{name}",
-                        "streaming",
-                        replace(base, setting=setting, warmup=warmup),
-                    )
-                )
-        if args.memory:
-            plan.append((MEMORY_MODE, "streaming", _memory_spec(base, cache, warmup, args.quick)))
+        plan = _plan(args, base, warmup, cache)
         for name, module, planned in plan:
             spec = replace(planned, mode=name, workdir=str(work / name.replace(":", "-")))
             idle = wait_until_idle(args.idle_busy, max(0.0, idle_deadline - time.monotonic()))
@@ -237,6 +207,11 @@ def _parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="2 videos of 6 s, one Ray Data setting"
     )
     parser.add_argument("--memory", action="store_true", help="add the memory runs")
+    parser.add_argument(
+        "--no-long",
+        action="store_true",
+        help="leave out the 10 min video alone (one process, then the service's defaults)",
+    )
     parser.add_argument("--videos", type=int, help="number of videos (8; quick: 2)")
     parser.add_argument("--seconds", type=float, help="length of each video (20; quick: 6)")
     parser.add_argument("--size", default="1280x720")
@@ -283,6 +258,82 @@ def wait_until_idle(threshold: float, longest_s: float) -> float:
             return round(busy, 3)
         print(f"machine {busy:.0%} busy with other work, waiting", flush=True)
         time.sleep(5)
+
+
+def _plan(
+    args: argparse.Namespace, base: RunSpec, warmup: str, cache: Path
+) -> list[tuple[str, str, RunSpec]]:
+    """The modes to run, in order: (name, module, spec)."""
+    modes = set(args.modes.split(","))
+    raydata = (
+        args.raydata.split(",")
+        if args.raydata
+        else list(QUICK_RAYDATA if args.quick else RAYDATA_SETTINGS)
+    )
+    streaming = (
+        args.streaming.split(",")
+        if args.streaming
+        else list(QUICK_STREAMING if args.quick else STREAMING_SETTINGS)
+    )
+    videos = base.videos
+    single = replace(base, threads="single", warmup=warmup)
+    plan: list[tuple[str, str, RunSpec]] = [
+        ("sequential_single", "sequential", single),
+        (PER_CORE_MODE, "sequential", replace(single, setting={"processes": cores()})),
+    ]
+    # The 10 min video alone: one process on it, then the service's defaults.
+    wanted = "streaming" in modes and "st-default" in streaming and not args.quick
+    long_video = _long_video(cache, videos[0]) if wanted and not args.no_long else None
+    if long_video is not None:  # one process alone on it: what the service's split beats
+        plan.append((LONG_SINGLE_MODE, "sequential", replace(single, videos=[long_video])))
+    if "sequential" in modes:
+        plan += [
+            ("sequential", "sequential", replace(base, threads="tuned", warmup=warmup)),
+            (
+                "sequential_defaults",
+                "sequential",
+                replace(base, threads="defaults", warmup=warmup),
+            ),
+        ]
+    if "raydata" in modes:
+        plan += [
+            (
+                f"raydata:{name}",
+                "raydata",
+                replace(base, setting=RAYDATA_SETTINGS[name], warmup=warmup),
+            )
+            for name in raydata
+        ]
+    if "streaming" in modes:
+        for name in streaming:
+            setting = dict(STREAMING_SETTINGS.get(name, {}))
+            if not args.quick:  # the same first video again, alone: latency at low load
+                alone = asdict(replace(videos[0], video_id="alone-0"))
+                setting["phases"] = [{"name": "low_load", "videos": [alone]}]
+            if long_video is not None and name == "st-default":
+                setting["phases"] = [
+                    *setting.get("phases", []),
+                    {"name": LONG_PHASE, "videos": [asdict(long_video)]},
+                ]
+            plan.append(
+                (
+                    f"streaming:{name}",
+                    "streaming",
+                    replace(base, setting=setting, warmup=warmup),
+                )
+            )
+    if args.memory:
+        plan.append((MEMORY_MODE, "streaming", _memory_spec(base, cache, warmup, args.quick)))
+    return plan
+
+
+def _long_video(cache: Path, first: VideoSpec) -> VideoSpec:
+    """The first bench video played until it lasts 10 minutes (remuxed, not re-encoded)."""
+    repeats = max(1, round(LONG_VIDEO_S / first.seconds))
+    path = repeated_video(
+        Path(first.path), cache / f"long-{first.seconds:g}s-x{repeats}.mp4", repeats
+    )
+    return VideoSpec("long-alone", str(path), first.seconds * repeats)
 
 
 def _memory_spec(base: RunSpec, cache: Path, warmup: str, quick: bool) -> RunSpec:

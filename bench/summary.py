@@ -12,6 +12,9 @@ from bench.sampler import TreeSampler
 MEMORY_MODE = "memory"
 SINGLE_MODE = "sequential_single"  # one single-threaded process, the other cores idle
 PER_CORE_MODE = "sequential_per_core"  # one single-threaded process per core, all at once
+LONG_SINGLE_MODE = "sequential_single_long"  # one single-threaded process, the 10 min video
+LONG_PHASE = "long_alone"  # the 10 min video submitted alone to the service's defaults
+DEFAULT_MODE = "streaming:st-default"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -134,7 +137,24 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
     memory = modes.get(MEMORY_MODE, {})
     if memory and "error" not in memory:
         report["memory"] = _memory(memory)
+    _defaults_vs_processes(report, modes)
     report["acceptance"] = _acceptance(report)
+
+
+def _defaults_vs_processes(report: dict[str, Any], modes: dict[str, Any]) -> None:
+    """The service's defaults against a process per core (the same videos, at once), and a
+    10 min video alone against one process on it."""
+    default, per_core = modes.get(DEFAULT_MODE, {}), modes.get(PER_CORE_MODE, {})
+    report["default_vs_per_core"] = _ratio(default, per_core)
+    report["first_result_default_vs_per_core"] = _ratio(default, per_core, "first_result_latency_s")
+    long_phase = default.get("phases", {}).get(LONG_PHASE)
+    alone = modes.get(LONG_SINGLE_MODE, {})
+    if long_phase and alone.get("wall_s"):
+        report["long_video_alone"] = {
+            "service_s": long_phase["latency_p50_s"],
+            "single_process_s": alone["wall_s"],
+        }
+        report["long_video_alone_ratio"] = round(long_phase["latency_p50_s"] / alone["wall_s"], 3)
 
 
 def _bounds_and_efficiency(report: dict[str, Any], modes: dict[str, Any]) -> None:
@@ -268,6 +288,14 @@ def _acceptance(report: dict[str, Any]) -> dict[str, Any]:
         "speedup_vs_sequential": check(report.get("speedup_vs_sequential"), 1.15),
         "first_result_vs_raydata": check(report.get("first_result_vs_raydata"), 0.5, at_most=True),
     }
+    checks["default_vs_per_core"] = check(report.get("default_vs_per_core"), 1.0)
+    checks["first_result_default_vs_per_core"] = check(
+        report.get("first_result_default_vs_per_core"), 1.0, at_most=True
+    )
+    if "long_video_alone_ratio" in report:
+        checks["long_video_alone_ratio"] = check(
+            report["long_video_alone_ratio"], 0.6, at_most=True
+        )
     if "low_load" in report:
         checks["low_load_ratio"] = check(report["low_load"]["ratio"], 1.3, at_most=True)
     memory = report.get("memory", {})

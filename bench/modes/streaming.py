@@ -10,11 +10,15 @@ is a group of videos published together: the measured burst, then optionally a v
 
 Per video: published at (just before the send), done at (``finished_at`` of its checkpoint).
 Each replica's activity comes from the pools themselves (a broadcast), for the timeline.
+
+A setting with ``"nodes": N`` runs the service on a Ray cluster of N one-CPU worker nodes
+started on this machine (``devkit.ray_nodes``) instead of one local Ray.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +40,7 @@ from bench.modes.common import (
 from checkpoint.base import VideoState
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig
+from devkit.ray_nodes import NodeSpec, RayCluster
 from devkit.stack import EmbeddedStack
 from runtime.cluster import ray_connection
 from runtime.metrics import sample_values
@@ -46,6 +51,12 @@ _FINAL = (VideoState.DONE, VideoState.FAILED)
 _POOLS = ("ingest", "ocr", "embed")
 _STAGE_POOLS = ("ingest", "ocr", "vlm", "embed")  # the sink writer and the API are not stages
 _STAGE_CPU = "reelsense_stage_cpu_seconds_total{"
+# Separate pools sized by hand for this 2-core machine (``"placement": "pools"`` settings).
+_POOLS_ON_2_CORES: dict[str, dict[str, Any]] = {
+    "decode": {"num_cpus": 0.5},
+    "ocr": {"num_cpus": 0.5, "max_batch_size": 4},
+    "embed": {"num_cpus": 0.2, "max_batch_size": 8},
+}
 
 
 def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
@@ -55,33 +66,42 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
         roots += sorted({str(Path(v["path"]).parent) for v in phase["videos"]})
     if spec.warmup:
         roots.append(str(Path(spec.warmup).parent))
-    pools = {
-        name: {**default, **setting.get("pools", {}).get(name, {})}
-        for name, default in {
-            "decode": {"num_cpus": 0.5},
-            "ocr": {"num_cpus": 0.5, "max_batch_size": 4},
-            "embed": {"num_cpus": 0.2, "max_batch_size": 8},
-        }.items()
+    # Only what a setting names is set: the rest is the service's own (placement profile
+    # included: ``runtime.placement``).
+    pools = setting.get("pools", {})
+    if setting.get("placement") == "pools":  # the pools as they were sized for 2 cores
+        pools = {
+            name: {**_POOLS_ON_2_CORES.get(name, {}), **pools.get(name, {})}
+            for name in {*pools, *_POOLS_ON_2_CORES}
+        }
+    kafka: dict[str, Any] = {
+        "topic": "bench-uploads",
+        "group_id": "bench",
+        "commit_interval_s": 0.5,
     }
+    runtime: dict[str, Any] = {}
+    if "max_in_flight" in setting:
+        kafka["max_in_flight"] = int(setting["max_in_flight"])
+    if "videos_decoding" in setting:
+        runtime["videos_decoding"] = int(setting["videos_decoding"])
     base = ServiceConfig.load(
-        kafka={
-            "topic": "bench-uploads",
-            "group_id": "bench",
-            "max_in_flight": int(setting.get("max_in_flight", 4)),
-            "commit_interval_s": 0.5,
-        },
+        kafka=kafka,
         limits={"file_roots": tuple(sorted(set(roots)))},
         stages=stage_overrides(
             replace(spec, chunk_frames=setting.get("chunk_frames", spec.chunk_frames)),
             decode_threads=int(setting.get("decode_threads", 1)),
         ),
-        ray={"num_cpus": int(setting.get("cpus", cores())), **pools},
+        ray={
+            "num_cpus": int(setting.get("cpus", cores())),
+            "placement": setting.get("placement", "auto"),
+            **pools,
+        },
         storage={"writer_flush_s": float(setting.get("writer_flush_s", 0.2))},
         runtime={
             "chunks_in_flight_per_video": int(setting.get("chunks_per_video", 4)),
             "chunks_in_flight": int(setting.get("chunks_in_flight", 16)),
             "decode_ahead_chunks": int(setting.get("decode_ahead", 2)),
-            "videos_decoding": int(setting.get("videos_decoding", 0)),
+            **runtime,
             "chunk_checkpoints": bool(setting.get("chunk_checkpoints", True)),
             "metrics_port": 0,
             "metrics_interval_s": float(setting.get("metrics_interval_s", 2.0)),
@@ -92,10 +112,21 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
 
 def run(spec: RunSpec) -> ModeResult:
     workdir = Path(spec.workdir)
+    nodes = int(spec.setting.get("nodes", 0))
     with EmbeddedStack(workdir / "stack") as stack:
         config = service_config(spec, stack)
-        with ray_connection(config, local=True):
-            return asyncio.run(_measure(spec, config))
+        if not nodes:
+            with ray_connection(config, local=True):
+                return asyncio.run(_measure(spec, config))
+        # A cluster of ``nodes`` worker nodes on this machine (one CPU each, the head none):
+        # the same cores, so what differs from one local Ray is what crossing raylets costs.
+        workers = [NodeSpec(f"cpu-{n}", num_cpus=1) for n in range(nodes)]
+        with RayCluster(workers, root=workdir / "nodes") as cluster:
+            os.environ.update(cluster.env)
+            ray = config.ray.model_copy(update={"address": cluster.address})
+            config = config.model_copy(update={"ray": ray})
+            with ray_connection(config, local=False):
+                return asyncio.run(_measure(spec, config))
 
 
 async def _measure(spec: RunSpec, config: ServiceConfig) -> ModeResult:

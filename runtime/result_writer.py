@@ -18,6 +18,7 @@ from sinks.images import LanceImageIndex
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, earlier_result
 from sinks.writer import SinkWriter, WriterStats
+from sinks.writer_lease import WriterLease
 
 
 class FencedResultWriter:
@@ -33,8 +34,12 @@ class FencedResultWriter:
         stages = config.stages
         text_model = text_embedder(stages.embed_model, threads=stages.embed_threads)
         image_model = image_embedder(stages)
+        storage = config.storage
+        # Every process and cluster on these tables brings its own writer: the lease lets
+        # one of them commit at a time.
+        lease = WriterLease.from_settings(storage, config.redis) if storage.writer_lease else None
         self._writer = SinkWriter.from_settings(
-            config.storage, text_model=text_model, image_model=image_model
+            storage, text_model=text_model, image_model=image_model, lease=lease
         )
         self._images = (
             None

@@ -6,6 +6,10 @@ finished video is handed to one ``SinkWriter``; a background thread writes what 
 when ``batch_videos`` are waiting or the oldest has waited ``flush_s``. Each caller gets a
 future that resolves once its video is in every sink, and only then may it move the checkpoint.
 
+With a ``WriterLease`` (``sinks.writer_lease``) it is also the only writer across processes
+and clusters: it takes the lease before its first commit and confirms it right before each
+sink writes; without the lease it commits nothing and the batch fails, retryable.
+
 Free of Ray on purpose: the runtime wraps it in an actor; tests and the sequential runner use
 it directly.
 """
@@ -35,6 +39,7 @@ from sinks.object_store import ResultDocumentSink
 from sinks.search import LanceSearchIndex
 from sinks.segments import LanceSegmentSink
 from sinks.vectors import LanceVectorIndex
+from sinks.writer_lease import WriterLease
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +136,16 @@ class SinkWriter:
         batch_videos: int = 16,
         flush_s: float = 0.5,
         name: str = "sink-writer",
+        lease: WriterLease | None = None,
     ) -> None:
+        """``lease``: the tables' writer lease, taken before the first commit, confirmed
+        before each, released on close."""
         if batch_videos < 1:
             raise ValueError("batch_videos must be at least 1")
         self.sinks = list(sinks)
         self.batch_videos = batch_videos
         self.flush_s = flush_s
+        self.lease = lease
         self.stats = WriterStats()
         self._pending: list[_Pending] = []
         self._parts: list[_Part] = []
@@ -158,6 +167,7 @@ class SinkWriter:
         embedding_dim: int | None = None,
         text_model: TextEmbeddingModel | None = None,
         image_model: ImageEmbeddingModel | None = None,
+        lease: WriterLease | None = None,
     ) -> SinkWriter:
         return cls(
             sinks_from_settings(
@@ -165,6 +175,7 @@ class SinkWriter:
             ),
             batch_videos=storage.writer_batch_videos,
             flush_s=storage.writer_flush_s,
+            lease=lease,
         )
 
     def submit(self, result: VideoResult) -> concurrent.futures.Future[None]:
@@ -210,12 +221,13 @@ class SinkWriter:
         concurrent.futures.wait(futures, timeout=timeout)
 
     def close(self, timeout: float | None = None) -> None:
-        """Write what is pending, stop the thread, close the sinks."""
+        """Write what is pending, stop the thread, close the sinks, release the lease."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         self._thread.join(timeout)
         if self._thread.is_alive():
+            # The lease too: a commit may still come, and only the lease's holder may make it.
             log.warning("sink writer still busy after %ss; sinks left open", timeout)
             return
         for sink in self.sinks:
@@ -223,6 +235,8 @@ class SinkWriter:
                 sink.close()
             except Exception:
                 log.exception("closing sink %s failed", sink.name)
+        if self.lease is not None:
+            self.lease.close()
 
     def __enter__(self) -> SinkWriter:
         return self
@@ -268,17 +282,21 @@ class SinkWriter:
     def _run(self) -> None:
         # Sinks open now rather than on the first write: loading a text model or creating a
         # table would otherwise delay the first video's results (and its parts' search) by
-        # seconds. One that cannot open yet is opened again at its first write.
+        # seconds. One that cannot open yet is opened again at its first write. Creating a
+        # table is a commit too: only with the lease (a writer without it opens them later).
         for sink in self.sinks:
             try:
+                self._fence(wait=False)
                 self._open(sink)
             except Exception as exc:
                 log.info("sink %s not open yet: %s", sink.name, exc)
+        self._let_go_if_idle()
         while (taken := self._take()) is not None:
             parts, batch = taken
             if parts:
                 self._write_parts(parts)
             if not batch:
+                self._let_go_if_idle()
                 continue
             try:
                 self._write_batch(batch)
@@ -289,6 +307,15 @@ class SinkWriter:
                         pending.future.set_exception(error)
                 if not isinstance(exc, Exception):
                     raise
+            finally:
+                self._let_go_if_idle()
+
+    def _let_go_if_idle(self) -> None:
+        """The lease goes back when nothing waits here: another writer may have results."""
+        with self._cond:
+            idle = not self._pending and not self._parts
+        if idle and self.lease is not None:
+            self.lease.let_go()
 
     def _write_parts(self, parts: list[_Part]) -> None:
         live = [part for part in parts if not self._superseded(part)]
@@ -299,6 +326,8 @@ class SinkWriter:
             if not isinstance(sink, PartialSink) or not (results or dropped):
                 continue
             try:
+                # Not worth waiting for the lease: the final write carries the parts too.
+                self._fence(wait=False)
                 self._open(sink)
                 sink.write_partial(results)
                 sink.drop_partial(dropped)
@@ -330,9 +359,16 @@ class SinkWriter:
             sink.open()  # type: ignore[union-attr]
             self._opened.add(id(sink))
 
+    def _fence(self, *, wait: bool = True) -> None:
+        """Take the lease, or confirm and extend it, right before a sink commits: a writer
+        that lost it commits nothing more. Once closing, a lease not held is not waited for."""
+        if self.lease is not None:
+            self.lease.hold(wait=wait and not self._closing)
+
     def _write_all(self, results: Sequence[VideoResult]) -> ReelsenseError | None:
         for sink in self.sinks:
             try:
+                self._fence()
                 self._open(sink)
                 sink.write(results)
             except Exception as exc:

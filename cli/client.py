@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import mimetypes
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -13,6 +15,8 @@ from urllib.parse import quote
 
 import httpx
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from pydantic import ValidationError
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
@@ -20,9 +24,11 @@ from rich.text import Text
 
 from checkpoint.base import VideoStatus
 from consumers.events import VideoUploaded
-from core.config import KafkaSettings
+from core.config import KafkaSettings, ServiceConfig, StorageSettings
 from devkit.progress_view import is_final, progress_table
 from devkit.stack import read_state
+from storage.errors import StoreRejected, StoreUnavailable
+from storage.uri import object_store_from_uri
 
 console = Console()
 
@@ -44,20 +50,81 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
     return {"authorization": f"Bearer {args.token}"} if args.token else {}
 
 
-async def submit(args: argparse.Namespace) -> str:
-    source: str = args.source
-    uri = source if "://" in source else Path(source).resolve().as_uri()  # noqa: ASYNC240
-    video_id = args.video_id or f"{Path(source).stem[:40] or 'video'}-{uuid.uuid4().hex[:8]}"
-    event = VideoUploaded(
-        video_id=video_id, uri=uri, tenant=args.tenant, callback_url=args.callback_url
-    )
-    settings = KafkaSettings()
-    producer = AIOKafkaProducer(bootstrap_servers=_endpoint(args, "bootstrap"), acks="all")
-    await producer.start()
+class SubmitFailed(Exception):
+    """Nothing was published, for this reason; ``exit_code`` 2: the command line or the file
+    is wrong, 1: a service (the object store, the broker) failed."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _submit_config(args: argparse.Namespace) -> ServiceConfig:
+    """``--config`` (or the environment alone), with the endpoint this machine reaches."""
+    overrides = {"storage": {"s3_endpoint_url": args.s3_endpoint}} if args.s3_endpoint else {}
     try:
-        await producer.send_and_wait(settings.topic, event.to_bytes(), key=video_id.encode())
-    finally:
-        await producer.stop()
+        return ServiceConfig.load(args.config, **overrides)
+    except (OSError, ValueError, ValidationError) as exc:
+        raise SubmitFailed(f"cannot load {args.config or 'the settings'}: {exc}", 2) from exc
+
+
+def _key_part(text: str) -> str:
+    """``text`` as one safe key segment: it ends up in a URI the service parses (no spaces,
+    ``#`` or ``?``), and never ``.`` or ``..``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "video"
+
+
+def upload(source: str, video_id: str, storage: StorageSettings) -> str:
+    """The local file ``source`` into the object store at ``uploads/<video_id>/<name>``; its
+    URI. One key per video id: submitting the same id again replaces the object."""
+    path = Path(source)
+    if "://" in source:
+        raise SubmitFailed(f"--upload takes a local file, not {source!r}", 2)
+    if not path.is_file():
+        raise SubmitFailed(f"{source}: no such file", 2)
+    key = f"uploads/{_key_part(video_id)}/{_key_part(path.name)}"
+    try:
+        store = object_store_from_uri(storage.object_store_uri, storage)
+        try:
+            store.put_file(key, path, content_type=mimetypes.guess_type(path.name)[0])
+            return store.uri(key)
+        finally:
+            store.close()
+    except (StoreUnavailable, StoreRejected) as exc:
+        raise SubmitFailed(f"cannot upload to {storage.object_store_uri}: {exc}", 1) from exc
+    except OSError as exc:
+        raise SubmitFailed(f"cannot read {source}: {exc}", 2) from exc
+
+
+async def submit(args: argparse.Namespace) -> str:
+    """Publish the upload event of ``args.source`` (put in the object store first with
+    ``--upload``); its video id. ``SubmitFailed`` when nothing was published."""
+    source: str = args.source
+    config = _submit_config(args)
+    video_id = args.video_id or f"{_key_part(Path(source).stem)[:40]}-{uuid.uuid4().hex[:8]}"
+    uri = source if "://" in source else Path(source).resolve().as_uri()  # noqa: ASYNC240
+    try:  # a bad id, tenant or callback is refused before anything is uploaded
+        event = VideoUploaded(
+            video_id=video_id, uri=uri, tenant=args.tenant, callback_url=args.callback_url
+        )
+    except ValidationError as exc:
+        raise SubmitFailed(f"not a valid event: {exc}", 2) from exc
+    if args.upload:
+        uploaded = await asyncio.to_thread(upload, source, video_id, config.storage)
+        event = event.model_copy(update={"uri": uploaded})
+    bootstrap = args.bootstrap or (config.kafka.bootstrap if args.config else None)
+    bootstrap = bootstrap or _endpoint(args, "bootstrap")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        await producer.start()
+        try:
+            await producer.send_and_wait(
+                config.kafka.topic, event.to_bytes(), key=video_id.encode()
+            )
+        finally:
+            await producer.stop()
+    except KafkaError as exc:
+        raise SubmitFailed(f"cannot publish to {bootstrap}: {exc}", 1) from exc
     return video_id
 
 

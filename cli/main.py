@@ -3,7 +3,8 @@
 reelsense demo                 the whole stack on this machine, sample videos, results, exit
 reelsense dev                  the same stack in the foreground until Ctrl-C
 reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
-reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage)
+reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage;
+                               --upload: put FILE in the object store first)
 reelsense status ID            one video's progress (--json for machines)
 reelsense result ID            a done video's shots, speech and text (--frames, --json, --vtt)
 reelsense search "text"        places in videos, by meaning and by words
@@ -76,13 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     reindex.add_argument("--config", type=Path, help="the service's YAML (tables, text model)")
 
-    submit = sub.add_parser("submit", help="publish an upload event")
-    submit.add_argument("source", help="a local file or a file://, s3:// or http(s):// URI")
-    submit.add_argument("--video-id")
-    submit.add_argument("--tenant", default="default")
-    submit.add_argument("--callback-url")
-    submit.add_argument("--follow", action="store_true", help="show live progress until done")
-    _endpoint_options(submit)
+    _submit_parser(sub)
 
     status = sub.add_parser("status", help="show one video's progress")
     status.add_argument("video_id")
@@ -133,6 +128,30 @@ def _parser() -> argparse.ArgumentParser:
     dead.add_argument("--json", action="store_true")
     _endpoint_options(dead)
     return parser
+
+
+def _submit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    submit = sub.add_parser("submit", help="publish an upload event")
+    submit.add_argument("source", help="a local file or a file://, s3:// or http(s):// URI")
+    submit.add_argument("--video-id")
+    submit.add_argument("--tenant", default="default")
+    submit.add_argument("--callback-url")
+    submit.add_argument("--follow", action="store_true", help="show live progress until done")
+    submit.add_argument(
+        "--upload",
+        action="store_true",
+        help="put FILE into the object store (storage.object_store_uri) and submit its URI: "
+        "for a service that cannot read this machine's files (a container, a cluster)",
+    )
+    submit.add_argument(
+        "--config", type=Path, help="the service's YAML: its object store and its topic"
+    )
+    submit.add_argument(
+        "--s3-endpoint",
+        help="the object store's S3 endpoint as this machine reaches it "
+        "(the compose stack's MinIO: http://localhost:9000)",
+    )
+    _endpoint_options(submit)
 
 
 def _endpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -218,9 +237,13 @@ def _run_service(config: object, *, local_ray: bool) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from cli.client import follow, submit
+    from cli.client import SubmitFailed, follow, submit
 
-    video_id = asyncio.run(submit(args))
+    try:
+        video_id = asyncio.run(submit(args))
+    except SubmitFailed as exc:
+        print(f"reelsense submit: {exc}", file=sys.stderr)
+        return exc.exit_code
     print(video_id)
     return asyncio.run(follow(args, video_id)) if args.follow else 0
 

@@ -18,6 +18,7 @@ from aiokafka.errors import (
 )
 
 from consumers.errors import BrokerUnavailable
+from core.config import KafkaSettings
 from core.errors import PermanentError, ReelsenseError
 
 log = logging.getLogger(__name__)
@@ -43,18 +44,37 @@ def _is_connection(exc: KafkaError) -> bool:
     return isinstance(exc, KafkaConnectionError | KafkaTimeoutError | NoBrokersAvailable)
 
 
+def service_topics(settings: KafkaSettings) -> dict[str, int]:
+    """The topics the service uses, each with the partitions it is created with."""
+    return {
+        settings.topic: settings.topic_partitions,
+        settings.dead_letter_topic: settings.dead_letter_topic_partitions,
+        settings.status_topic: settings.status_topic_partitions,
+    }
+
+
+def _new_topic(name: str, partitions: int, replication_factor: int) -> NewTopic:
+    # aiokafka's NewTopic takes -1 (the broker's default, KIP-464) only beside a replica
+    # assignment; an empty one puts no assignment on the wire and leaves the choice to the
+    # broker, as a Java client does.
+    defaulted = -1 in (partitions, replication_factor)
+    return NewTopic(name, partitions, replication_factor, {} if defaulted else None)
+
+
 async def ensure_topics(
     bootstrap: str,
     topics: Mapping[str, int],
     *,
-    replication_factor: int = 1,
+    replication_factor: int = -1,
     timeout_s: float = 30.0,
 ) -> None:
     """Create the topics in ``topics`` (name -> partitions) that do not exist yet.
 
-    Existing topics are left as they are, whatever their partition count. Raises
-    ``BrokerUnavailable`` when the broker cannot be reached or does not answer in
-    ``timeout_s``, and ``PermanentError`` when it refuses a topic (bad name, bad settings).
+    Partitions or ``replication_factor`` -1 take the broker's defaults (``num.partitions``,
+    ``default.replication.factor``). Existing topics are left as they are, whatever their
+    partition count. Raises ``BrokerUnavailable`` when the broker cannot be reached or does
+    not answer in ``timeout_s``, and ``PermanentError`` when it refuses a topic (bad name, a
+    replication factor above the brokers there are).
     """
     if not topics:
         return
@@ -68,7 +88,7 @@ async def ensure_topics(
             await admin.start()
             response = await admin.create_topics(
                 [
-                    NewTopic(name, partitions, replication_factor)
+                    _new_topic(name, partitions, replication_factor)
                     for name, partitions in topics.items()
                 ]
             )
@@ -81,7 +101,12 @@ async def ensure_topics(
         name, code = topic_error[0], topic_error[1]
         message = topic_error[2] if len(topic_error) > 2 else None
         if code == 0:
-            log.info("created topic %s with %d partitions", name, topics[name])
+            log.info(
+                "created topic %s: partitions %s, replication %s",
+                name,
+                topics[name] if topics[name] > 0 else "the broker's default",
+                replication_factor if replication_factor > 0 else "the broker's default",
+            )
             continue
         error = for_code(code)
         if error is TopicAlreadyExistsError:

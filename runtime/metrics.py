@@ -13,7 +13,9 @@ Three places record:
   poller.
 
 Everything lands in prometheus_client's default registry; ``start_metrics_server`` serves it
-over HTTP from the service process (the API replica serves its own process's registry).
+over HTTP from the service process (the API replica serves its own process's registry). On a
+Ray cluster the poller also copies the registry into Ray's metrics agent every round
+(``runtime.ray_metrics``), where the node's metrics export port carries it.
 """
 
 from __future__ import annotations
@@ -292,11 +294,14 @@ class MetricsPoller:
         activity: ActivitySource | None = None,
         consumer_stats: Callable[[], ConsumerStats] | None = None,
         lag: LagReader | None = None,
+        mirror: Callable[[], object] | None = None,
     ) -> None:
+        """``mirror``: called after each round's readings (``runtime.ray_metrics``)."""
         self._interval_s = interval_s
         self._activity = activity
         self._consumer_stats = consumer_stats
         self._lag = lag
+        self._mirror = mirror
         self._last: dict[tuple[str, str], ActivitySnapshot] = {}
         self._rebalances = 0
         self._records = 0
@@ -317,6 +322,7 @@ class MetricsPoller:
             ("activity", self._poll_activity),
             ("consumer", self._poll_consumer),
             ("lag", self._poll_lag),
+            ("mirror", self._run_mirror),
         ):
             try:
                 await step()
@@ -325,6 +331,10 @@ class MetricsPoller:
             except Exception as exc:
                 log.warning("metrics: reading %s failed: %s: %s", name, type(exc).__name__, exc)
         self.rounds += 1
+
+    async def _run_mirror(self) -> None:
+        if self._mirror is not None:
+            self._mirror()
 
     async def _poll_activity(self) -> None:
         if self._activity is None:

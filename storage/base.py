@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 
 from storage.errors import StoreRejected
 
@@ -20,6 +21,16 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None: ...
+
+    @abstractmethod
+    def put_file(self, key: str, path: Path, *, content_type: str | None = None) -> None:
+        """The file at ``path`` as the object ``key``, streamed (never whole in memory), so a
+        video of several GB goes in as well. A missing or unreadable ``path`` raises its
+        ``OSError`` as it is: that is the caller's file, not the store, failing."""
+
+    @abstractmethod
+    def uri(self, key: str) -> str:
+        """Where ``key`` is, as a URI another process can open (``s3://``, ``file://``)."""
 
     @abstractmethod
     def get_bytes(self, key: str) -> bytes | None:

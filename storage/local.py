@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from core.errors import ReelsenseError
 from storage.base import ObjectStore, check_key
@@ -15,6 +18,7 @@ from storage.errors import StoreRejected, StoreUnavailable
 # A read-only or misconfigured root (a file where a folder belongs) stays broken on retry;
 # a full disk or a flaky network mount may not.
 _OS_REJECTED = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR)
+_COPY_CHUNK = 1024 * 1024
 
 
 def _map_os_error(exc: OSError, what: str) -> ReelsenseError:
@@ -35,13 +39,21 @@ class LocalObjectStore(ObjectStore):
         return self.root / check_key(key)
 
     def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        self._replace(key, lambda file: file.write(data))
+
+    def put_file(self, key: str, path: Path, *, content_type: str | None = None) -> None:
+        with path.open("rb") as source:  # the caller's file: its OSError is not the store's
+            self._replace(key, lambda file: shutil.copyfileobj(source, file, _COPY_CHUNK))
+
+    def _replace(self, key: str, write: Callable[[BinaryIO], object]) -> None:
+        """``write`` fills a temp file beside the object, which then replaces it whole."""
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(prefix=self.TEMP_PREFIX, dir=path.parent)
             try:
                 with os.fdopen(fd, "wb") as file:
-                    file.write(data)
+                    write(file)
                     file.flush()
                     os.fsync(file.fileno())
                 os.replace(temp, path)
@@ -51,6 +63,9 @@ class LocalObjectStore(ObjectStore):
                 raise
         except OSError as exc:
             raise _map_os_error(exc, f"write {key}") from exc
+
+    def uri(self, key: str) -> str:
+        return self._path(key).resolve().as_uri()
 
     def get_bytes(self, key: str) -> bytes | None:
         try:

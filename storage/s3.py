@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import boto3
 import botocore.exceptions
+from boto3.exceptions import S3UploadFailedError
+from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from core.config import StorageSettings
@@ -30,6 +33,11 @@ _S3_REJECTED = {
 }
 T = TypeVar("T")
 _S3_MISSING = {"NoSuchKey", "404", "NotFound"}
+# Uploads in parts (10,000 at most: files up to about 160 GB), four in flight: 64 MiB held.
+_PART_BYTES = 16 * 1024 * 1024
+_TRANSFER = TransferConfig(
+    multipart_threshold=_PART_BYTES, multipart_chunksize=_PART_BYTES, max_concurrency=4
+)
 
 
 def _error_code(exc: botocore.exceptions.ClientError) -> str:
@@ -68,6 +76,26 @@ class S3ObjectStore(ObjectStore):
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
         except Exception as exc:
             raise map_s3_error(exc, f"put s3://{self.bucket}/{self._key(key)}") from exc
+
+    def put_file(self, key: str, path: Path, *, content_type: str | None = None) -> None:
+        extra = {"ContentType": content_type} if content_type else {}
+        with path.open("rb") as source:  # the caller's file: its OSError is not the store's
+            try:
+                # boto3's managed transfer: parts are read as they are sent, so neither memory
+                # nor the 5 GB limit of one PUT caps the file.
+                self.client.upload_fileobj(
+                    source, self.bucket, self._key(key), ExtraArgs=extra, Config=_TRANSFER
+                )
+            except Exception as exc:
+                # A failed part or multipart call comes wrapped; S3's reason is its cause.
+                cause = exc.__context__ if isinstance(exc, S3UploadFailedError) else exc
+                raise map_s3_error(
+                    cause if isinstance(cause, Exception) else exc,
+                    f"upload s3://{self.bucket}/{self._key(key)}",
+                ) from exc
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
 
     def get_bytes(self, key: str) -> bytes | None:
         def read(s3_key: str) -> bytes:

@@ -3,6 +3,7 @@ the packages the image installs. Nothing here needs Docker or Kubernetes."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import tomllib
@@ -12,11 +13,13 @@ from typing import Any
 import pytest
 import ray
 import yaml
+from prometheus_client import Counter, Gauge, Histogram
 from pydantic import SecretStr
 from ray.serve.schema import ServeDeploySchema
 
 from cli.main import main as cli_main
 from core.config import ApiSettings, InsecureConfig, ServiceConfig
+from runtime.ray_metrics import RAY_PREFIX, exported_names
 from runtime.serve_apps import api_app, consumers_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,12 +147,12 @@ def test_rayservice_serve_config_is_valid_for_this_ray() -> None:
     assert names == {"reelsense-pools", "reelsense-consumers", "reelsense-api"}
     exposed = [app for app in schema.applications if app.route_prefix is not None]
     assert [app.name for app in exposed] == ["reelsense-api"]
-    env = rayservice()["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
-    config_path = next(
-        e["value"] for e in env["containers"][0]["env"] if e["name"] == "REELSENSE_CONFIG"
-    )
+    # Every application reads the file the ConfigMap puts on every pod (README: created with
+    # --from-file=production.yaml=deploy/config/production.yaml).
+    head = rayservice()["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in head["containers"][0]["volumeMounts"]}
+    config_path = f"{mounts['config']}/production.yaml"
     assert {app.args["config"] for app in schema.applications} == {config_path}
-    assert config_path == "/etc/reelsense/production.yaml"
 
 
 def setting_exists(variable: str) -> bool:
@@ -164,10 +167,8 @@ def setting_exists(variable: str) -> bool:
 
 
 def test_every_reelsense_variable_in_deploy_is_a_setting() -> None:
-    # REELSENSE_CONFIG is the config path handed to the Serve applications, not a setting.
     texts = [p.read_text() for p in DEPLOY.rglob("*") if p.is_file() and p.name != ".gitignore"]
     names = {m for text in texts for m in re.findall(r"REELSENSE_[A-Z0-9_]*[A-Z0-9]", text)}
-    names -= {"REELSENSE_CONFIG"}
     section_only = {f"REELSENSE_{section}" for section in SECTIONS}
     unknown = sorted(n for n in names - section_only if not setting_exists(n))
     assert names, "the deploy files name no settings at all"
@@ -195,7 +196,7 @@ def test_compose_stack_has_kafka_kraft_redis_aof_minio_and_the_service() -> None
 
 def test_dockerfile_copies_every_installed_package() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()
-    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim$", dockerfile, re.MULTILINE)
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-\w+$", dockerfile, re.MULTILINE)
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = {pattern.rstrip("*") for pattern in patterns}
@@ -205,3 +206,154 @@ def test_dockerfile_copies_every_installed_package() -> None:
     assert {f"!{package}/" for package in packages} <= set(ignore)
     assert re.search(r"--target cpu", dockerfile)
     assert re.search(r'pip install "\.\[vllm\]"', dockerfile)
+
+
+# -- images ---------------------------------------------------------------------------------
+
+# A release: x.y.z somewhere in the tag (``3.11.14-slim-bookworm``, ``0.1.0-cpu``) or MinIO's
+# ``RELEASE.<date>``; never ``latest``, never no tag at all.
+RELEASE_TAG = re.compile(r"(^|\D)\d+\.\d+\.\d+|^RELEASE\.\d{4}-\d{2}-\d{2}T")
+
+
+def dockerfile_images() -> list[str]:
+    """The images the Dockerfile's stages start from (ARG defaults filled in; a FROM that
+    names an earlier stage is not an image)."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.MULTILINE))
+    stages: set[str] = set()
+    images = []
+    for source, stage in re.findall(r"^FROM (\S+)(?: AS (\S+))?$", text, re.MULTILINE):
+        name = re.sub(r"\$\{?(\w+)\}?", lambda m: args[m.group(1)], source)
+        if name not in stages:
+            images.append(name)
+        stages.add(stage)
+    return images
+
+
+def yaml_images(node: Any) -> list[str]:
+    """Every ``image:`` value anywhere in a parsed YAML document."""
+    if isinstance(node, dict):
+        found = [node["image"]] if isinstance(node.get("image"), str) else []
+        return found + [image for value in node.values() for image in yaml_images(value)]
+    if isinstance(node, list):
+        return [image for item in node for image in yaml_images(item)]
+    return []
+
+
+def test_every_image_is_pinned_to_a_release() -> None:
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yaml").read_text())
+    # An image compose builds from this repository is named by it, not pulled.
+    built_here = {s["image"] for s in compose["services"].values() if "build" in s}
+    images = dockerfile_images() + [
+        image
+        for path in (DEPLOY / "docker-compose.yaml", *sorted((DEPLOY / "kuberay").glob("*.yaml")))
+        for document in yaml.safe_load_all(path.read_text())
+        for image in yaml_images(document)
+        if image not in built_here
+    ]
+    assert len(images) >= 7, images  # python, kafka, redis, minio, mc, two reelsense images
+    unpinned = []
+    for image in images:
+        name, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+        if not name or tag == "latest" or not RELEASE_TAG.search(tag):
+            unpinned.append(image)
+    assert unpinned == []
+
+
+# -- Kubernetes objects and YAML ------------------------------------------------------------
+
+
+def test_every_kubernetes_object_parses_and_is_named() -> None:
+    for path in sorted((DEPLOY / "kuberay").glob("*.yaml")):
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        assert documents, path
+        for document in documents:
+            assert isinstance(document.get("apiVersion"), str), path
+            assert isinstance(document.get("kind"), str), path
+            assert isinstance(document.get("metadata", {}).get("name"), str), path
+
+
+def test_yamllint_passes_on_every_deploy_file() -> None:
+    from yamllint import linter
+    from yamllint.config import YamlLintConfig
+
+    config = YamlLintConfig(file=str(DEPLOY / ".yamllint"))
+    paths = sorted({*DEPLOY.rglob("*.yaml"), DEPLOY / ".yamllint"})
+    assert len(paths) >= 5
+    problems = [
+        f"{path.relative_to(ROOT)}:{problem.line}:{problem.column} {problem.message}"
+        for path in paths
+        for problem in linter.run(path.read_text(), config, str(path))
+    ]
+    assert problems == []
+
+
+# -- metrics: scrape config and dashboard ---------------------------------------------------
+
+
+def ray_pods() -> list[dict[str, Any]]:
+    cluster = rayservice()["spec"]["rayClusterConfig"]
+    return [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+
+
+def test_every_ray_pod_serves_metrics_where_the_pod_monitor_looks() -> None:
+    (monitor,) = yaml.safe_load_all((DEPLOY / "kuberay" / "monitoring.yaml").read_text())
+    assert monitor["kind"] == "PodMonitor"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    for group in ray_pods():
+        port = int(group["rayStartParams"]["metrics-export-port"])
+        template = group["template"]
+        labels = {**template["metadata"]["labels"], "ray.io/is-ray-node": "yes"}  # KubeRay's
+        assert wanted.items() <= labels.items()
+        ports = {p["name"]: p["containerPort"] for p in template["spec"]["containers"][0]["ports"]}
+        assert ports[endpoint["port"]] == port
+        assert template["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+
+
+def dashboard() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((DEPLOY / "grafana" / "reelsense.json").read_text())
+    return loaded
+
+
+def dashboard_exprs() -> list[str]:
+    def panels(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [p for item in items for p in (item, *panels(item.get("panels", [])))]
+
+    return [t["expr"] for p in panels(dashboard()["panels"]) for t in p.get("targets", [])]
+
+
+def test_the_dashboard_is_a_grafana_dashboard() -> None:
+    board = dashboard()
+    assert board["uid"]
+    assert board["title"]
+    assert isinstance(board["schemaVersion"], int)
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["prefix"]["query"] == RAY_PREFIX  # the cluster's names by default
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in board["panels"]:
+        assert {"x", "y", "w", "h"} <= set(panel["gridPos"])
+        if panel["type"] != "row":
+            assert panel["targets"], panel["title"]
+            assert all(t["refId"] and t["expr"] for t in panel["targets"])
+    assert all(expr.count("(") == expr.count(")") for expr in dashboard_exprs())
+
+
+def test_the_dashboard_queries_the_pipeline_metrics_the_code_defines() -> None:
+    import runtime.metrics
+
+    queried = {
+        name for expr in dashboard_exprs() for name in re.findall(r"reelsense_[a-z0-9_]+", expr)
+    }
+    assert queried <= exported_names(), queried - exported_names()
+    pipeline = {
+        family.name
+        for metric in vars(runtime.metrics).values()
+        if isinstance(metric, Counter | Gauge | Histogram)
+        for family in metric.describe()
+    }
+    shown = {name.removesuffix("_total") for name in queried} | {
+        name.rsplit("_", 1)[0] for name in queried if name.endswith(("_bucket", "_sum", "_count"))
+    }
+    assert pipeline <= shown, f"no panel for {sorted(pipeline - shown)}"

@@ -1,4 +1,5 @@
-"""One ``reelsense serve`` process with its own local Ray, for tests and the crash soak.
+"""One ``reelsense serve`` process with its own local Ray (or joining a cluster's, when its
+config sets ``ray.address``), for tests and the crash soak.
 
 It runs in a session of its own and is stopped by PID with everything it started: Ray's GCS,
 raylet and workers may sit in sessions of their own, and a killed service leaves them behind
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
@@ -31,14 +33,24 @@ class ServiceProcess(LocalPart):
 
     Every start gets a fresh Ray temp folder (short: Ray puts sockets there), removed when
     the process is killed or stopped. ``secret`` signs the webhooks (it travels in the
-    environment, never in the config file); ``api_port`` is where its API answers.
+    environment, never in the config file); ``api_port`` is where its API answers; ``env``
+    goes into its environment too (a Ray cluster's token, see ``devkit.ray_nodes``).
     """
 
-    def __init__(self, config_path: Path, secret: str, log_path: Path, *, api_port: int) -> None:
+    def __init__(
+        self,
+        config_path: Path,
+        secret: str,
+        log_path: Path,
+        *,
+        api_port: int,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.config_path = config_path
         self.secret = secret
         self.log_path = log_path
         self.api_port = api_port
+        self.env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
         self.ray_tmp: Path | None = None
 
@@ -57,7 +69,8 @@ class ServiceProcess(LocalPart):
         if self.running:
             return self
         self.ray_tmp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))
-        env = {**os.environ, "REELSENSE_NOTIFY_WEBHOOK_SECRETS": json.dumps([self.secret])}
+        env = {**os.environ, **self.env}
+        env["REELSENSE_NOTIFY_WEBHOOK_SECRETS"] = json.dumps([self.secret])
         env["RAY_TMPDIR"] = str(self.ray_tmp)  # not the one of a Ray this process may hold
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as out:
@@ -119,19 +132,7 @@ class ServiceProcess(LocalPart):
 
     def _left_behind(self) -> list[psutil.Process]:
         """Processes of this service's Ray that escaped its process tree."""
-        if self.ray_tmp is None:
-            return []
-        marker = str(self.ray_tmp)
-        found = []
-        for proc in psutil.process_iter(["cmdline"]):
-            with contextlib.suppress(psutil.Error):
-                cmdline = proc.info["cmdline"] or ()
-                if (
-                    any(marker in part for part in cmdline)
-                    or proc.environ().get("RAY_TMPDIR") == marker
-                ):
-                    found.append(proc)
-        return [proc for proc in found if proc.pid != os.getpid()]
+        return [] if self.ray_tmp is None else processes_of_ray_folder(self.ray_tmp)
 
     def replica(self, deployment: str) -> psutil.Process | None:
         """The Serve replica process of ``deployment`` (e.g. ``ocr``) under this service."""
@@ -158,3 +159,19 @@ class ServiceProcess(LocalPart):
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+
+def processes_of_ray_folder(folder: Path) -> list[psutil.Process]:
+    """The processes of the Ray whose temp folder is ``folder`` (named on their command line,
+    or their ``RAY_TMPDIR``), this one excepted: what is left of a Ray whose parent died."""
+    marker = str(folder)
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.info["cmdline"] or ()
+            if (
+                any(marker in part for part in cmdline)
+                or proc.environ().get("RAY_TMPDIR") == marker
+            ):
+                found.append(proc)
+    return [proc for proc in found if proc.pid != os.getpid()]

@@ -4,14 +4,15 @@ crash soak start the service.
 A run holds its configuration (names unique to the run, folders under its root), the webhook
 receiver that plays the business system, a checkpoint store to watch progress through, and
 the service itself: in this process (``ReelsenseService`` on the caller's Ray) or as named
-``reelsense serve`` processes, each with its own Ray, that can be killed and started again.
+``reelsense serve`` processes, each with its own Ray (or all on one Ray cluster: ``ray.address``
+configured), that can be killed and started again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -40,8 +41,17 @@ class ServiceRun:
     SIGTERM, then kill -9), then the store and the receiver close."""
 
     def __init__(
-        self, root: Path, *, bootstrap: str, redis_url: str, unique: str, executor: str = "ray"
+        self,
+        root: Path,
+        *,
+        bootstrap: str,
+        redis_url: str,
+        unique: str,
+        executor: str = "ray",
+        process_env: Mapping[str, str] | None = None,
     ) -> None:
+        """``process_env``: what the service processes get in their environment besides the
+        webhook secret (a Ray cluster's token, with ``ray.address`` configured)."""
         self.root = root
         self.unique = unique
         self.secret = webhook_secret()
@@ -56,6 +66,7 @@ class ServiceRun:
             secret=self.secret,
             executor=executor,
         )
+        self.process_env = dict(process_env or {})
         self.processes: dict[str, ServiceProcess] = {}
         self.service: ReelsenseService | None = None
         self._running: asyncio.Task[None] | None = None
@@ -134,7 +145,9 @@ class ServiceRun:
             )
             path = dump_config(config, self.root / f"service-{name}.yaml")
             log = self.root / "logs" / f"service-{name}.log"
-            self.processes[name] = ServiceProcess(path, self.secret, log, api_port=port)
+            self.processes[name] = ServiceProcess(
+                path, self.secret, log, api_port=port, env=self.process_env
+            )
         return self.processes[name]
 
     def start_process(self, name: str = "a") -> ServiceProcess:
@@ -163,6 +176,30 @@ class ServiceRun:
     ) -> dict[str, VideoStatus]:
         """Until every one of ``ids`` is done or failed; AssertionError if not in time."""
         return await wait_final(self.store, ids, timeout_s=timeout_s)
+
+    async def wait_until(
+        self,
+        ids: Sequence[str],
+        condition: Callable[[dict[str, VideoStatus]], bool],
+        *,
+        timeout_s: float = 240,
+    ) -> dict[str, VideoStatus]:
+        """Until the records of ``ids`` (those written yet) meet ``condition``; returns them.
+        AssertionError if they do not in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            statuses = {}
+            for video_id in ids:
+                status = await self.store.get(video_id)
+                if status is not None:
+                    statuses[video_id] = status
+            if condition(statuses):
+                return statuses
+            if loop.time() >= deadline:
+                states = {v: s.status.value for v, s in statuses.items()}
+                raise AssertionError(f"not reached in {timeout_s}s: {states}")
+            await asyncio.sleep(0.2)
 
     async def committed_and_end(self) -> tuple[dict[int, int], dict[int, int]]:
         """Per partition of the upload topic: the group's committed offset and the end."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import VideoIdTaken
 from checkpoint.redis_store import RedisCheckpointStore
-from consumers.admin import ensure_topics
+from consumers.admin import ensure_topics, service_topics
 from consumers.base import RecordInfo
 from consumers.errors import InvalidEvent
 from consumers.events import VideoUploaded
@@ -34,7 +34,9 @@ from runtime.metrics import (
     MetricsServer,
     start_metrics_server,
 )
+from runtime.placement import placed
 from runtime.processor import VideoProcessor
+from runtime.ray_metrics import ray_metrics_mirror
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
 
@@ -50,7 +52,7 @@ class ReelsenseService:
     def __init__(self, config: ServiceConfig, *, deploy: bool = True) -> None:
         """``deploy``: deploy the stage pools and the API on Ray Serve (a process of its own);
         otherwise use the pools already deployed (a consumer replica inside a RayService)."""
-        self.config = config
+        self.config = config = placed(config)
         self._deploy = deploy
         self.pipeline = Pipeline.from_config(config)
         self.store = RedisCheckpointStore(config.redis)
@@ -82,11 +84,8 @@ class ReelsenseService:
         await self.store.check_durability()
         await ensure_topics(
             config.kafka.bootstrap,
-            {
-                config.kafka.topic: 3,
-                config.kafka.dead_letter_topic: 1,
-                config.kafka.status_topic: 3,
-            },
+            service_topics(config.kafka),
+            replication_factor=config.kafka.replication_factor,
         )
         executor = await asyncio.to_thread(self._build_executor)
         self._executor = executor
@@ -114,6 +113,7 @@ class ReelsenseService:
             activity=executor if isinstance(executor, ActivitySource) else None,
             consumer_stats=self._consumer.stats,
             lag=LagReader(config.kafka),
+            mirror=ray_metrics_mirror(config),  # on a Ray cluster: into the node's agent
         )
         if runtime.metrics_port is not None:
             self._metrics_server = start_metrics_server(runtime.metrics_host, runtime.metrics_port)
@@ -155,11 +155,24 @@ class ReelsenseService:
             return RayExecutor.connect(self.config)
         if self._api_in_process:
             serve.start(proxy_location="Disabled")  # nothing of Serve's is served over HTTP
-            return RayExecutor.deploy(self.config)
+            return self._pools()
         serve.start(http_options={"host": self.config.api.host, "port": self.config.api.port})
-        executor = RayExecutor.deploy(self.config)
+        executor = self._pools()
         deploy_api(self.config)
         return executor
+
+    def _pools(self) -> StageExecutor:
+        """The stage pools: on a cluster the cluster's, shared by every process of the same
+        config and deployed once for them all (``runtime.cluster.ensure_pools``); on a local
+        Ray this process's own."""
+        from runtime.pools.executor import RayExecutor
+
+        if self.config.ray.address is None:
+            return RayExecutor.deploy(self.config)
+        from runtime.cluster import ensure_pools
+
+        ensure_pools(self.config)
+        return RayExecutor.connect(self.config)
 
     async def run(self) -> None:
         """Start (if needed) and serve until ``request_stop()``."""
@@ -195,7 +208,9 @@ class ReelsenseService:
             await self._dispatcher.stop()
         if self._executor is not None:
             await self._executor.close()
-            if self._deploy and self.config.runtime.executor == "ray":
+            # On a cluster the pools stay: they are the cluster's, other processes use them.
+            local_ray = self.config.ray.address is None
+            if self._deploy and self.config.runtime.executor == "ray" and local_ray:
                 await asyncio.to_thread(_undeploy)
         if self._metrics_server is not None:
             self._metrics_server.stop()
@@ -207,8 +222,9 @@ class ReelsenseService:
 
 
 def _undeploy() -> None:
-    """What this process deployed on Serve goes with it; Serve itself too when nothing else
-    runs on it, so the next process starts it afresh (its own HTTP address).
+    """On a local Ray, what this process deployed on Serve goes with it; Serve itself too when
+    nothing else runs on it, so the next process starts it afresh (its own HTTP address). (On
+    a cluster nothing goes: the pools and the API are the cluster's, shared by its processes.)
 
     On a local Ray that ends with this process, Serve ends with Ray: stopping it first would
     print a line per call still waiting on Serve's controller (Ray reports those as failed

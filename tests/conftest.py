@@ -32,6 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 EXCLUSIVE_MODULES = frozenset(
     {
         "tests/bench/test_pipeline_quick.py",
+        "tests/e2e/test_cluster.py",
         "tests/e2e/test_restart.py",
         "tests/recovery/test_chaos_reduced.py",
         "tests/recovery/test_rebalance.py",

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Collection
 import ray
 from ray import serve
 from ray.exceptions import RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, VideoRef, VideoResult
@@ -29,7 +30,11 @@ class RayExecutor(StageExecutor):
         """``stages``: stage -> whether it is fused into the ingest replicas. ``split_over``:
         the ingest replicas a video alone may be split over (``runtime.pools.split``)."""
         self._ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
-        self._credits = ChunkCredits.remote()  # type: ignore[attr-defined]
+        # On this process's node: the credits are this process's alone, and Ray would place
+        # them on any node of a cluster (they ask for no CPU), whose loss would then fail
+        # every video this process decodes from that moment on.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self._credits = ChunkCredits.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]
         self._split = SplitIngest(
             self._ingest, self._credits, ahead=decode_ahead, replicas=split_over
         )

@@ -3,6 +3,8 @@ each replica decodes a range, and the video's results are those of one decoder."
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from checkpoint.redis_store import RedisCheckpointStore
 from core.config import PoolSettings, ServiceConfig
 from core.records import VideoRef
 from devkit.samples import Scene, write_video
+from runtime.pools.executor import RayExecutor
 from tests.runtime.support import processor
 from tests.runtime.test_fused import deployed, fused_config, ingest_calls, process
 from tests.stages.media import corrupt_middle
@@ -30,6 +33,24 @@ def two_decoders(config: ServiceConfig, *, split_min_s: float, lance: Path) -> S
     )
 
 
+@contextlib.asynccontextmanager
+async def pools(
+    base: ServiceConfig, root: Path, name: str, *, split_min_s: float
+) -> AsyncIterator[tuple[ServiceConfig, RayExecutor, RedisCheckpointStore]]:
+    """Two ingest replicas deployed, splitting a video alone unless ``split_min_s`` is 0;
+    tables and checkpoints of their own (``name``)."""
+    config = two_decoders(base, split_min_s=split_min_s, lance=root / f"lance-{name}")
+    store = RedisCheckpointStore(
+        config.redis.model_copy(update={"key_prefix": f"{root.name}-{name}"})
+    )
+    executor = await deployed(config)
+    try:
+        yield config, executor, store
+    finally:
+        await executor.close()
+        await store.close()
+
+
 def frames_of(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(r["frame_index"], r["timestamp_s"], r["ocr_text"], r["keyframe"]) for r in rows]
 
@@ -44,18 +65,14 @@ async def test_a_video_alone_is_decoded_by_every_idle_replica_as_one_decoder_wou
     ref = VideoRef("long", source.as_uri())
     results = {}
     for name, split_min_s in (("whole", 0.0), ("split", 2.0)):
-        config = two_decoders(base, split_min_s=split_min_s, lance=tmp_path / f"lance-{name}")
-        store = RedisCheckpointStore(
-            config.redis.model_copy(update={"key_prefix": f"split-{name}"})
-        )
-        executor = await deployed(config)
-        try:
+        async with pools(base, tmp_path, name, split_min_s=split_min_s) as (
+            config,
+            executor,
+            store,
+        ):
             before = await ingest_calls("decode")
             _, rows = await process(config, executor, store, ref)
             after = await ingest_calls("decode")
-        finally:
-            await executor.close()
-            await store.close()
         # Chunks decoded per replica, for this video.
         results[name] = (
             frames_of(rows),
@@ -82,17 +99,13 @@ async def test_a_corrupt_range_fails_the_video_as_one_decoder_would(
     ref = VideoRef("broken", source.as_uri())
     outcomes = {}
     for name, split_min_s in (("whole", 0.0), ("split", 2.0)):
-        config = two_decoders(base, split_min_s=split_min_s, lance=tmp_path / f"lance-{name}")
-        store = RedisCheckpointStore(
-            config.redis.model_copy(update={"key_prefix": f"broken-{name}"})
-        )
-        executor = await deployed(config)
-        try:
+        async with pools(base, tmp_path, name, split_min_s=split_min_s) as (
+            config,
+            executor,
+            store,
+        ):
             await processor(config, executor, store, max_attempts=1).process(ref)
             status = await store.get(ref.video_id)
-        finally:
-            await executor.close()
-            await store.close()
         assert status is not None
         outcomes[name] = (status.status, status.error_code)
     assert outcomes["split"] == outcomes["whole"]

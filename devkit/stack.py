@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from core.config import ServiceConfig
 from devkit.base import LocalPart
@@ -101,26 +101,33 @@ class EmbeddedStack(LocalPart):
         return f"http://127.0.0.1:{self.api_port}"
 
     def config(self, base: ServiceConfig | None = None) -> ServiceConfig:
-        """``base`` (defaults from the environment) pointed at this stack."""
+        """``base`` (defaults from the environment) pointed at this stack. Only what ``base``
+        set is carried over, so what it left unset stays the service's default (the
+        placement profile fills it in: ``runtime.placement``)."""
         base = base or ServiceConfig.load()
         data = self.workdir
+
+        def given(section: str) -> dict[str, Any]:
+            return getattr(base, section).model_dump(exclude_unset=True)  # type: ignore[no-any-return]
+
         return ServiceConfig.load(
-            kafka={**base.kafka.model_dump(), "bootstrap": self.bootstrap},
-            redis={**base.redis.model_dump(), "url": self.redis_url},
+            kafka={**given("kafka"), "bootstrap": self.bootstrap},
+            redis={**given("redis"), "url": self.redis_url},
             storage={
-                **base.storage.model_dump(),
+                **given("storage"),
                 "lance_uri": str(data / "lance"),
                 "object_store_uri": str(data / "objects"),
             },
             limits={
-                **base.limits.model_dump(),
+                **given("limits"),
                 "file_roots": (*base.limits.file_roots, str(data / "samples"), str(Path.cwd())),
             },
-            stages=base.stages.model_dump(),
-            ray=base.ray.model_dump(),
-            notify={**base.notify.model_dump(), "allow_private_targets": True},
-            api={**base.api.model_dump(), "port": self.api_port},
-            runtime={**base.runtime.model_dump(), "workdir": str(data / "work")},
+            stages=given("stages"),
+            asr=given("asr"),
+            ray=given("ray"),
+            notify={**given("notify"), "allow_private_targets": True},
+            api={**given("api"), "port": self.api_port},
+            runtime={**given("runtime"), "workdir": str(data / "work")},
         )
 
 

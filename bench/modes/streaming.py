@@ -170,7 +170,7 @@ async def _measure(spec: RunSpec, config: ServiceConfig) -> ModeResult:
                     if name.startswith(_STAGE_CPU)
                 },
             }
-        timeline = await _activity(config.ray.fused)
+        timeline = await _activity(service.config.ray.fused)  # as placed
     finally:
         await producer.stop()
         service.request_stop()

@@ -3,8 +3,10 @@ speech synthesised by espeak-ng (CPU, one thread)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,10 +14,12 @@ import pytest
 from bench.speech_media import espeak_path, read_audio, synthesize, write_speech_video
 from core.errors import PermanentError
 from models.asr import (
+    _SENTENCE_ENDS,
     AsrEngine,
     AsrSettings,
     InvalidAudio,
     Transcript,
+    _sentences,
     default_model_path,
 )
 from models.errors import ModelLoadError
@@ -93,16 +97,50 @@ def test_words_have_ordered_times_inside_their_segment(transcript: Transcript) -
 
 
 def test_each_sentence_is_its_own_segment_timed_by_its_words(transcript: Transcript) -> None:
-    # Two sentences: Whisper decodes them as one run, the engine splits it after the first.
-    assert len(transcript.segments) == 2, [s.text for s in transcript.segments]
-    first, second = transcript.segments
-    assert first.text.endswith(".")
-    assert normalise(second.text).startswith("pleaseopen")
-    for segment in transcript.segments:
+    # Whisper decodes the two sentences as one run and the engine splits it after each word
+    # that ends a sentence. What tiny.en hears differs between CPUs (int8 kernels): one CPU
+    # hears "... forty eight dollars. Please ...", another "... in 2014, please ...". So the
+    # rule is checked on whatever was heard; ``test_a_run_of_sentences_is_cut_after_each``
+    # checks the cut on a run that has two.
+    segments = transcript.segments
+    assert segments, "nothing heard"
+    assert normalise("".join(s.text for s in segments)).endswith("pleaseopentheseminarroom")
+    for index, segment in enumerate(segments):
+        inner = segment.words[:-1]
+        assert not [w.text for w in inner if w.text.endswith(_SENTENCE_ENDS)], segment.text
+        if index < len(segments) - 1:
+            assert segment.text.endswith(_SENTENCE_ENDS), segment.text
         assert segment.start_s == segment.words[0].start_s
         assert segment.end_s == segment.words[-1].end_s
         assert normalise(segment.text) == normalise("".join(w.text for w in segment.words))
-    assert first.end_s <= second.start_s
+    for first, second in itertools.pairwise(segments):
+        assert first.end_s <= second.start_s
+
+
+def test_a_run_of_sentences_is_cut_after_each() -> None:
+    """A Whisper segment as faster-whisper returns it: two sentences in one run."""
+    spoken = [
+        (" Invoice", 1.0, 1.4),
+        (" paid.", 1.4, 1.9),
+        (" Please", 2.5, 2.8),
+        (" go.", 2.8, 3.1),
+    ]
+    words = [
+        SimpleNamespace(word=text, start=start, end=end, probability=0.9)
+        for text, start, end in spoken
+    ]
+    run = SimpleNamespace(
+        text=" Invoice paid. Please go.",
+        start=0.0,
+        end=3.2,
+        words=words,
+        avg_logprob=-0.2,
+        no_speech_prob=0.01,
+    )
+    first, second = _sentences(run, 10.0, 60.0)
+    assert (first.text, first.start_s, first.end_s) == ("Invoice paid.", 11.0, 11.9)
+    assert (second.text, second.start_s, second.end_s) == ("Please go.", 12.5, 13.1)
+    assert [w.text for w in second.words] == ["Please", "go."]
 
 
 def test_offset_shifts_every_time_and_nothing_else(

@@ -118,10 +118,11 @@ def run(spec: RunSpec) -> ModeResult:
         if not nodes:
             with ray_connection(config, local=True):
                 return asyncio.run(_measure(spec, config))
-        # A cluster of ``nodes`` worker nodes on this machine (one CPU each, the head none):
+        # A cluster of ``nodes`` worker nodes on this machine (one CPU each, the head none; its
+        # folders under a short /tmp path, where Ray puts its sockets):
         # the same cores, so what differs from one local Ray is what crossing raylets costs.
         workers = [NodeSpec(f"cpu-{n}", num_cpus=1) for n in range(nodes)]
-        with RayCluster(workers, root=workdir / "nodes") as cluster:
+        with RayCluster(workers) as cluster:
             os.environ.update(cluster.env)
             ray = config.ray.model_copy(update={"address": cluster.address})
             config = config.model_copy(update={"ray": ray})

@@ -51,6 +51,15 @@ async def pools(
         await store.close()
 
 
+async def whole_then_split(
+    base: ServiceConfig, root: Path
+) -> AsyncIterator[tuple[str, tuple[ServiceConfig, RayExecutor, RedisCheckpointStore]]]:
+    """The pools deployed twice: never splitting ("whole"), then splitting ranges of 2 s."""
+    for name, split_min_s in (("whole", 0.0), ("split", 2.0)):
+        async with pools(base, root, name, split_min_s=split_min_s) as deployed_pools:
+            yield name, deployed_pools
+
+
 def frames_of(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(r["frame_index"], r["timestamp_s"], r["ocr_text"], r["keyframe"]) for r in rows]
 
@@ -64,15 +73,10 @@ async def test_a_video_alone_is_decoded_by_every_idle_replica_as_one_decoder_wou
     source = write_video(tmp_path / "long.mp4", scenes, fps=10, size=(320, 240), gop=10)
     ref = VideoRef("long", source.as_uri())
     results = {}
-    for name, split_min_s in (("whole", 0.0), ("split", 2.0)):
-        async with pools(base, tmp_path, name, split_min_s=split_min_s) as (
-            config,
-            executor,
-            store,
-        ):
-            before = await ingest_calls("decode")
-            _, rows = await process(config, executor, store, ref)
-            after = await ingest_calls("decode")
+    async for name, (config, executor, store) in whole_then_split(base, tmp_path):
+        before = await ingest_calls("decode")
+        _, rows = await process(config, executor, store, ref)
+        after = await ingest_calls("decode")
         # Chunks decoded per replica, for this video.
         results[name] = (
             frames_of(rows),
@@ -98,14 +102,9 @@ async def test_a_corrupt_range_fails_the_video_as_one_decoder_would(
     corrupt_middle(source, length=4_000)
     ref = VideoRef("broken", source.as_uri())
     outcomes = {}
-    for name, split_min_s in (("whole", 0.0), ("split", 2.0)):
-        async with pools(base, tmp_path, name, split_min_s=split_min_s) as (
-            config,
-            executor,
-            store,
-        ):
-            await processor(config, executor, store, max_attempts=1).process(ref)
-            status = await store.get(ref.video_id)
+    async for name, (config, executor, store) in whole_then_split(base, tmp_path):
+        await processor(config, executor, store, max_attempts=1).process(ref)
+        status = await store.get(ref.video_id)
         assert status is not None
         outcomes[name] = (status.status, status.error_code)
     assert outcomes["split"] == outcomes["whole"]

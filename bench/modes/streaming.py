@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -113,21 +115,39 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
 def run(spec: RunSpec) -> ModeResult:
     workdir = Path(spec.workdir)
     nodes = int(spec.setting.get("nodes", 0))
+    address = spec.setting.get("address")
+    if nodes and address is None:
+        return _on_cluster(spec, nodes)
     with EmbeddedStack(workdir / "stack") as stack:
         config = service_config(spec, stack)
-        if not nodes:
-            with ray_connection(config, local=True):
-                return asyncio.run(_measure(spec, config))
-        # A cluster of ``nodes`` worker nodes on this machine (one CPU each, the head none; its
-        # folders under a short /tmp path, where Ray puts its sockets):
-        # the same cores, so what differs from one local Ray is what crossing raylets costs.
-        workers = [NodeSpec(f"cpu-{n}", num_cpus=1) for n in range(nodes)]
-        with RayCluster(workers) as cluster:
-            os.environ.update(cluster.env)
-            ray = config.ray.model_copy(update={"address": cluster.address})
-            config = config.model_copy(update={"ray": ray})
-            with ray_connection(config, local=False):
-                return asyncio.run(_measure(spec, config))
+        if address is not None:
+            # The API from this process, as on one machine: on one-CPU nodes full of ingest
+            # replicas, an API replica of its own would wait for a CPU forever.
+            ray = config.ray.model_copy(update={"address": address})
+            api = config.api.model_copy(update={"in_service_process": True})
+            config = config.model_copy(update={"ray": ray, "api": api})
+        with ray_connection(config, local=address is None):
+            return asyncio.run(_measure(spec, config))
+
+
+def _on_cluster(spec: RunSpec, nodes: int) -> ModeResult:
+    """The mode on a cluster of ``nodes`` one-CPU worker nodes started on this machine (the
+    head has none): the same cores, so what differs from one local Ray is what crossing
+    raylets costs. The measurement runs in a child process started with the cluster's
+    token in its environment (Ray reads it once per process); the cluster's processes and
+    the child are both in this process's tree, which the benchmark samples."""
+    workers = [NodeSpec(f"cpu-{n}", num_cpus=1) for n in range(nodes)]
+    workdir = Path(spec.workdir)
+    with RayCluster(workers) as cluster:
+        child = replace(spec, setting={**spec.setting, "address": cluster.address})
+        spec_path, out_path = workdir / "cluster-spec.json", workdir / "cluster-result.json"
+        spec_path.write_text(child.to_json())
+        subprocess.run(
+            [sys.executable, "-m", "bench.modes.streaming", str(spec_path), str(out_path)],
+            env={**os.environ, **cluster.env},
+            check=True,
+        )
+        return ModeResult.read(out_path)
 
 
 async def _measure(spec: RunSpec, config: ServiceConfig) -> ModeResult:

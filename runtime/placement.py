@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from core.config import PoolSettings, ServiceConfig
 from core.stage_names import DECODE, FUSABLE, VLM
+from runtime.pools.base import later_stages
 from stages.pipeline import Pipeline
 
 Profile = Literal["per_core", "pools"]
@@ -52,11 +53,10 @@ def placed(config: ServiceConfig) -> ServiceConfig:
     ray = config.ray
     pools: dict[str, PoolSettings] = {}
     pooled_cpus = 0.0  # what the stages that keep a pool of their own take
-    stages = [*pipeline.image_stages, *([pipeline.embed] if pipeline.embed else [])]
-    for stage in stages:
-        pool: PoolSettings = getattr(ray, stage.name)
-        if not pool.model_fields_set and stage.name in FUSABLE and stage.name != VLM:
-            pools[stage.name] = pool.model_copy(update={"fuse": True})
+    for name, stage in later_stages(pipeline).items():
+        pool: PoolSettings = getattr(ray, name)
+        if not pool.model_fields_set and name in FUSABLE and name != VLM:
+            pools[name] = pool.model_copy(update={"fuse": True})
         elif not pool.fuse:
             cpus = stage.resources.cpus if pool.num_cpus is None else pool.num_cpus
             pooled_cpus += cpus * pool.min_replicas

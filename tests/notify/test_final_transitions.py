@@ -43,15 +43,16 @@ def config(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> ServiceC
 
 
 @pytest.fixture(scope="module")
-def processor(config: ServiceConfig) -> VideoProcessor:
-    store = RedisCheckpointStore(config.redis)
-    return VideoProcessor(
-        store=store,
-        executor=LocalExecutor(config),
+async def processor(config: ServiceConfig) -> AsyncIterator[VideoProcessor]:
+    executor = LocalExecutor(config)
+    yield VideoProcessor(
+        store=RedisCheckpointStore(config.redis),
+        executor=executor,
         chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
         lineage=Pipeline.from_config(config).lineage,
         settings=config.runtime,
     )
+    await executor.close()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 from bench.chaos_verify import expected_timestamps_ms, read_statuses, verify
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
+from devkit.service_process import ServiceProcess
 from devkit.service_run import ServiceRun
 from devkit.workload import write_videos
 
@@ -21,7 +22,12 @@ SECONDS_PER_SCENE = 5.0  # two scenes: 10 s, 10 samples at 1 fps, 5 chunks
 
 
 async def _wait_states(
-    store: RedisCheckpointStore, ids: list[str], *, done: int = 0, running: int = 0
+    store: RedisCheckpointStore,
+    ids: list[str],
+    processes: list[ServiceProcess],
+    *,
+    done: int = 0,
+    running: int = 0,
 ) -> None:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -30,7 +36,8 @@ async def _wait_states(
         if states.count(VideoState.DONE) >= done and states.count(VideoState.RUNNING) >= running:
             return
         await asyncio.sleep(0.2)
-    raise AssertionError(f"not {done} done and {running} running in time")
+    logs = "\n".join(f"--- {p.log_path.name}:\n{p.log_tail()}" for p in processes)
+    raise AssertionError(f"not {done} done and {running} running in time: {states}\n{logs}")
 
 
 async def test_join_and_leave_mid_run(service_run: ServiceRun) -> None:
@@ -42,13 +49,13 @@ async def test_join_and_leave_mid_run(service_run: ServiceRun) -> None:
     first, second = ids[: VIDEOS // 2], ids[VIDEOS // 2 :]
     leaving = run.start_process("a")
     await run.upload({v: videos[v] for v in first})
-    await _wait_states(store, ids, done=1)
+    await _wait_states(store, ids, [leaving], done=1)
 
     joining = run.start_process("b")
     await joining.wait_healthy()
     await asyncio.sleep(config.kafka.session_timeout_ms / 1000 + 2)  # the group rebalances
     await run.upload({v: videos[v] for v in second})
-    await _wait_states(store, second, running=1)
+    await _wait_states(store, second, [leaving, joining], running=1)
     at_leave = await read_statuses(store, ids)
     left_with = sum(1 for s in at_leave.values() if s.status is VideoState.DONE)
     assert await asyncio.to_thread(leaving.stop) == 0, leaving.log_tail()

@@ -63,8 +63,10 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
 
 
 @pytest.fixture(scope="module")
-def executor(config: ServiceConfig) -> LocalExecutor:
-    return LocalExecutor(config)
+async def executor(config: ServiceConfig) -> AsyncIterator[LocalExecutor]:
+    executor = LocalExecutor(config)
+    yield executor
+    await executor.close()  # its writer's lease, before the module's Redis goes
 
 
 def frame_keys(config: ServiceConfig, video_id: str) -> Counter[int]:

@@ -341,15 +341,22 @@ async def test_speech_is_taken_from_the_earlier_result_when_other_stages_change(
 
 
 async def found(
-    config: ServiceConfig, query: str, video_id: str, *, partial: bool, timeout_s: float = 60.0
+    config: ServiceConfig,
+    query: str,
+    video_id: str,
+    *,
+    partial: bool,
+    kind: str | None = None,
+    timeout_s: float = 60.0,
 ) -> SegmentHit:
-    """The first hit of ``query`` in the video with that partial flag, once there is one."""
+    """The first hit of ``query`` in the video with that partial flag (and of that kind),
+    once there is one: speech and on-screen text reach the index in separate writes."""
     index = LanceSearchIndex.from_settings(config.storage, text_embedder(config.stages.embed_model))
     deadline = asyncio.get_running_loop().time() + timeout_s
     where = SearchFilter(video_id=video_id)
     while True:
         hits = await asyncio.to_thread(index.search, query, k=3, where=where, method="text")
-        hit = next((h for h in hits if h.partial is partial), None)
+        hit = next((h for h in hits if h.partial is partial and kind in (None, *h.kinds)), None)
         if hit is not None:
             return hit
         assert asyncio.get_running_loop().time() < deadline, (query, hits)
@@ -370,8 +377,8 @@ async def test_text_and_speech_are_searchable_before_the_video_is_done(
     try:
         first = asyncio.create_task(processor(config, executor, store).process(ref))
         await asyncio.wait_for(executor.stalled.wait(), timeout=120)
-        sign = await found(config, "invoice ready", "findable", partial=True)
-        said = await found(config, "customer", "findable", partial=True)
+        sign = await found(config, "invoice ready", "findable", partial=True, kind="text")
+        said = await found(config, "customer", "findable", partial=True, kind="speech")
         status = await store.get("findable")
         assert status is not None
         assert status.status is VideoState.RUNNING  # found long before the video is done
@@ -381,6 +388,7 @@ async def test_text_and_speech_are_searchable_before_the_video_is_done(
         executor.stall_after = None
     assert (sign.text, sign.kinds) == ("INVOICE READY", ("text",))
     assert said.kinds == ("speech",)
+    assert "customer" in said.text
     assert said.start_s == pytest.approx(SCRIPT[0][0], abs=1.0)
 
     # A new attempt finishes it: every row final, each segment once, as the video has them.

@@ -311,6 +311,9 @@ class RuntimeSettings(BaseSettings):
     # Make each analysed chunk and window of speech searchable at once, marked partial until
     # its video is done (runtime/partials.py). Off: a video is found once it is done.
     partial_results: bool = True
+    # A video's parts wait this long for company and go to the index together: a video done
+    # sooner writes none, a long one one commit per period (0: each part at once).
+    partial_results_every_s: float = Field(default=5.0, ge=0)
     # Chunks a video's decoder may run ahead of those the orchestration has taken: bounds the
     # pixels waiting in the object store whatever the length of the video.
     decode_ahead_chunks: int = Field(default=2, ge=1)

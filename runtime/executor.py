@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -199,9 +199,9 @@ class StageExecutor(ABC):
         """Write a video's results to every sink (batched with other videos); raises
         ``StaleEpoch`` when a newer attempt owns the video."""
 
-    async def write_partial(self, part: VideoResult) -> None:  # noqa: B027 - optional hook
-        """Make part of a video in analysis searchable (``runtime.partials``); results of a
-        stale attempt are dropped silently."""
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:  # noqa: B027
+        """Make parts of videos in analysis searchable, in one commit (``runtime.partials``);
+        parts of a stale attempt are dropped silently. An optional hook."""
 
     async def drop_partial(self, video_id: str) -> None:  # noqa: B027 - optional hook
         """Remove the partial results of a video that failed."""

@@ -7,7 +7,7 @@ so a stage's error is always that chunk's own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 
 from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
@@ -77,8 +77,8 @@ class LocalExecutor(StageExecutor):
     async def write(self, result: VideoResult) -> None:
         await self._writer.write(result)
 
-    async def write_partial(self, part: VideoResult) -> None:
-        await self._writer.write_partial(part)
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
+        await self._writer.write_partial(parts)
 
     async def drop_partial(self, video_id: str) -> None:
         await self._writer.drop_partial(video_id)

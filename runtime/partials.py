@@ -1,15 +1,20 @@
 """Partial results: a long video is findable while it is still being analysed.
 
-Each chunk whose stages are done, and each window of speech recognised, goes to the search
-index at once as a result of its own (its frames or its sentences, at their times in the
-video), marked partial. The index merges them by key and removes nothing; the video's final
-write makes its rows exactly those of the whole result (a text span cut by a chunk edge is one
-row again, nothing stays partial), and a video that fails has its partial rows removed.
+Each chunk whose stages are done, and each window of speech recognised, becomes a result of its
+own (its frames or its sentences, at their times in the video), marked partial. A video's parts
+are held and go to the search index together, every ``runtime.partial_results_every_s`` of its
+analysis: a video done sooner writes none (its final write is what makes it findable, and
+writing its parts would only double the index's work), and a long one costs one commit per
+period rather than one per chunk. The index merges parts by key and removes nothing; the video's
+final write makes its rows exactly those of the whole result (a text span cut by a chunk edge is
+one row again, nothing stays partial), and a video that fails has its partial rows removed.
 Partial writes are best effort: a failure is logged and costs only how soon a video is found.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 from datetime import UTC, datetime
@@ -22,13 +27,30 @@ from runtime.video_run import VideoRun
 log = logging.getLogger(__name__)
 
 
-class PartialResults:
-    """Hands the parts of videos in analysis to the executor's writer."""
+@dataclasses.dataclass
+class _Held:
+    """The parts of one attempt at one video not written yet, and the task that writes them."""
 
-    def __init__(self, executor: StageExecutor, version: str, *, enabled: bool) -> None:
+    parts: list[VideoResult] = dataclasses.field(default_factory=list)
+    flushing: asyncio.Task[None] | None = None
+
+
+class PartialResults:
+    """Holds the parts of videos in analysis and hands them to the executor's writer.
+
+    ``every_s``: how long parts wait for company (0: each is written at once); None: parts are
+    not written at all.
+    """
+
+    def __init__(self, executor: StageExecutor, version: str, *, every_s: float | None) -> None:
         self._executor = executor
         self._version = version
-        self.enabled = enabled
+        self.every_s = every_s
+        self._held: dict[int, _Held] = {}  # by id of the VideoRun
+
+    @property
+    def enabled(self) -> bool:
+        return self.every_s is not None
 
     async def chunk(self, run: VideoRun, chunk: Chunk) -> None:
         if self.enabled and run.probe is not None and chunk.frames:
@@ -42,12 +64,20 @@ class PartialResults:
                 dataclasses.replace(f, thumbnail=None, embedding=None, image_embedding=None)
                 for f in chunk.frames
             ]
-            await self._write(run, probe, bare, None)
+            await self._hold(run, self._part(run, probe, bare, None))
 
     async def speech(self, run: VideoRun, part: SpeechPart) -> None:
         if self.enabled and run.probe is not None and part.segments:
             speech = Speech("done", part.segments, language=part.language)
-            await self._write(run, run.probe, [], speech)
+            await self._hold(run, self._part(run, run.probe, [], speech))
+
+    async def settle(self, run: VideoRun) -> None:
+        """The attempt ended (done, failed or given up): its held parts are not written."""
+        held = self._held.pop(id(run), None)
+        if held is not None and held.flushing is not None:
+            held.flushing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await held.flushing
 
     async def drop(self, video_id: str) -> None:
         """The video will not be done: its partial rows go."""
@@ -57,10 +87,10 @@ class PartialResults:
             except Exception as exc:
                 log.warning("video %s: partial results not removed: %s", video_id, exc)
 
-    async def _write(
+    def _part(
         self, run: VideoRun, probe: ProbeInfo, frames: list[Frame], speech: Speech | None
-    ) -> None:
-        part = VideoResult(
+    ) -> VideoResult:
+        return VideoResult(
             ref=run.ref,
             pipeline_version=self._version,
             probe=probe,
@@ -69,7 +99,26 @@ class PartialResults:
             epoch=run.epoch,
             speech=speech,
         )
+
+    async def _hold(self, run: VideoRun, part: VideoResult) -> None:
+        if not self.every_s:
+            await self._write(run, [part])
+            return
+        held = self._held.setdefault(id(run), _Held())
+        held.parts.append(part)
+        if held.flushing is None:
+            held.flushing = asyncio.create_task(self._flushing(run, held, self.every_s))
+
+    async def _flushing(self, run: VideoRun, held: _Held, every_s: float) -> None:
+        """Every ``every_s`` from the first part on, the parts that came meanwhile, together."""
+        while True:
+            await asyncio.sleep(every_s)
+            parts, held.parts = held.parts, []
+            if parts:
+                await self._write(run, parts)
+
+    async def _write(self, run: VideoRun, parts: list[VideoResult]) -> None:
         try:
-            await self._executor.write_partial(part)
+            await self._executor.write_partial(parts)
         except Exception as exc:
             log.warning("video %s: partial result not written: %s", run.ref.video_id, exc)

@@ -79,7 +79,11 @@ class VideoProcessor:
             executor, store, chunks if settings.chunk_checkpoints else None, lineage
         )
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
-        self._partials = PartialResults(executor, self._version, enabled=settings.partial_results)
+        self._partials = PartialResults(
+            executor,
+            self._version,
+            every_s=settings.partial_results_every_s if settings.partial_results else None,
+        )
         self._owner = owner_id(settings)
         self._decode_slots = (
             asyncio.Semaphore(settings.videos_decoding) if settings.videos_decoding else None
@@ -216,9 +220,12 @@ class VideoProcessor:
         persisted = self._chunks if self._settings.chunk_checkpoints else None
         speech = await SpeechTrack.start(run, self._lineage, earlier, persisted)
         items = self._ingest(ref, reuse, restored, speech)
-        video, computed = await self._take(
-            run, items, restored, reuse, started=started, speech=speech
-        )
+        try:
+            video, computed = await self._take(
+                run, items, restored, reuse, started=started, speech=speech
+            )
+        finally:
+            await self._partials.settle(run)  # the final write carries what parts still wait
         run.timings["total"] = time.monotonic() - started
         chunks = sorted([*restored.values(), *computed], key=lambda c: c.index)
         await self._finish(run, video, chunks, speech.speech() if speech else None)

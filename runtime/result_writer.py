@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -59,14 +60,17 @@ class FencedResultWriter:
         await self._fence(result)
         await asyncio.wrap_future(self._writer.submit(result))
 
-    async def write_partial(self, part: VideoResult) -> None:
-        """Queue part of a video for the search index (not waited for); a part of a stale
-        attempt is dropped."""
-        try:
-            await self._fence(part)
-        except StaleEpoch:
-            return
-        self._writer.submit_partial(part)
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
+        """Queue parts of videos for the search index, to be written together (not waited
+        for); parts of a stale attempt are dropped."""
+        live = []
+        for part in parts:
+            try:
+                await self._fence(part)
+            except StaleEpoch:
+                continue
+            live.append(part)
+        self._writer.submit_partial(*live)
 
     async def drop_partial(self, video_id: str) -> None:
         self._writer.drop_partial(video_id)

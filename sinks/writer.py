@@ -197,19 +197,19 @@ class SinkWriter:
                 self._cond.notify_all()  # start the flush_s clock of a new batch
         return future
 
-    def submit_partial(self, part: VideoResult) -> None:
-        """Queue part of a video in analysis for the sinks that take parts; written at once,
-        not waited for (a failure is logged)."""
-        self._queue_part(_Part(part.ref.video_id, part))
+    def submit_partial(self, *parts: VideoResult) -> None:
+        """Queue parts of videos in analysis for the sinks that take parts; written at once,
+        together, not waited for (a failure is logged)."""
+        self._queue_parts([_Part(part.ref.video_id, part) for part in parts])
 
     def drop_partial(self, video_id: str) -> None:
         """Queue the removal of a failed video's partial rows."""
-        self._queue_part(_Part(video_id, None))
+        self._queue_parts([_Part(video_id, None)])
 
-    def _queue_part(self, part: _Part) -> None:
+    def _queue_parts(self, parts: list[_Part]) -> None:
         with self._cond:
-            if not self._closing:
-                self._parts.append(part)
+            if parts and not self._closing:
+                self._parts.extend(parts)
                 self._cond.notify_all()
 
     def flush(self, timeout: float | None = None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 
 import ray
 from ray import serve
@@ -114,9 +114,9 @@ class RayExecutor(StageExecutor):
         except RayTaskError as exc:
             raise cause_of(exc) from None
 
-    async def write_partial(self, part: VideoResult) -> None:
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
         try:
-            await self._writer.write_partial.remote(part)
+            await self._writer.write_partial.remote(list(parts))
         except RayTaskError as exc:
             raise cause_of(exc) from None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ray import serve
@@ -70,8 +71,8 @@ class SinkWriterPool:
     async def write(self, result: VideoResult) -> None:
         await self._writer.write(result)
 
-    async def write_partial(self, part: VideoResult) -> None:
-        await self._writer.write_partial(part)
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
+        await self._writer.write_partial(parts)
 
     async def drop_partial(self, video_id: str) -> None:
         await self._writer.drop_partial(video_id)

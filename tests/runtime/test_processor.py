@@ -406,7 +406,10 @@ async def test_videos_decoding_limits_decoders_not_videos_in_flight(
         scenes = [Scene((f"{name.upper()} {i}",), 1.0) for i in range(4)]
         path = write_video(root / f"{video_id}.mp4", scenes, fps=10, size=(320, 240))
         refs.append(VideoRef(video_id, path.as_uri()))
-    await asyncio.gather(*(work.process(ref) for ref in refs))
+    try:
+        await asyncio.gather(*(work.process(ref) for ref in refs))
+    finally:
+        await executor.close()
     for ref in refs:
         status = await store.get(ref.video_id)
         assert status is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +119,9 @@ class Watched(LocalExecutor):
         self.embedded += 1
         return await super().embed(chunk)
 
-    async def write_partial(self, part: VideoResult) -> None:
-        self.parts.append(part.ref.video_id)
-        await super().write_partial(part)
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
+        self.parts += [part.ref.video_id for part in parts]
+        await super().write_partial(parts)
 
 
 def with_asr(config: ServiceConfig, **changes: object) -> ServiceConfig:
@@ -403,13 +403,27 @@ async def test_text_and_speech_are_searchable_before_the_video_is_done(
     assert (await found(config, "server room", "findable", partial=False)).start_s == 7.0
 
 
+async def test_a_video_done_before_its_parts_are_due_writes_none(
+    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+) -> None:
+    ref = VideoRef("quick", spoken.as_uri())
+    await processor(config, executor, store, partial_results_every_s=600).process(ref)
+    status = await store.get("quick")
+    assert status is not None
+    assert status.status is VideoState.DONE
+    assert "quick" not in executor.parts  # its parts were held, then not needed
+    rows = search_rows(config, "quick")
+    assert {r["kind"] for r in rows} == {"text", "speech"}
+    assert [r for r in rows if r["partial"]] == []
+
+
 async def test_a_failed_video_leaves_no_partial_rows(
     config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
 ) -> None:
     ref = VideoRef("unreadable-end", spoken.as_uri())
     executor.refuse_from_chunk = 2  # the first two chunks are analysed, the third refused
-    try:
-        await processor(config, executor, store).process(ref)
+    try:  # each part written at once, before the failure
+        await processor(config, executor, store, partial_results_every_s=0).process(ref)
     finally:
         executor.refuse_from_chunk = None
     status = await store.get("unreadable-end")

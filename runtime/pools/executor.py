@@ -73,7 +73,9 @@ class RayExecutor(StageExecutor):
         inline: Collection[str] = (),
         speech_from: int | None = None,
     ) -> AsyncIterator[IngestItem]:
-        async for item in self._split.ingest(ref, resume, inline, speech_from):
+        # Every image stage in the decoder: no pixels cross, nothing to pace.
+        paced = not inline or not set(self.image_stages) <= set(inline)
+        async for item in self._split.ingest(ref, resume, inline, speech_from, paced=paced):
             yield item
 
     async def activity(self) -> dict[str, list[ActivitySnapshot]]:

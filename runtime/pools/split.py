@@ -45,12 +45,17 @@ class VideoRanges:
 class IngestCall:
     """One streaming call to the ingest pool, its chunks granted as they are taken: decoding
     stays ``ahead`` chunks ahead of the orchestration, so the pixels in the object store stay
-    bounded whatever the length of the video."""
+    bounded whatever the length of the video.
+
+    Without ``credits`` the replica decodes as fast as it can: for a call whose every image
+    stage runs in the replica, no pixels reach the object store (a chunk crosses as its text,
+    thumbnails and vectors), and two actor calls per chunk (a grant, a wait) cost more than
+    they bound. Such a call is cancelled when the caller is done with it."""
 
     def __init__(
         self,
         handle: DeploymentHandle,
-        credits: Any,
+        credits: Any | None,
         ahead: int,
         ref: VideoRef,
         start: ResumePoint | None,
@@ -62,7 +67,8 @@ class IngestCall:
         self._credits = credits
         self._ahead = ahead
         self.taken = 0  # chunks the orchestration has taken
-        credits.grant.remote(self.key, ahead)
+        if credits is not None:
+            credits.grant.remote(self.key, ahead)
         self.items = cast(
             DeploymentResponseGenerator[IngestItem | VideoRanges],
             handle.options(stream=True).ingest.remote(
@@ -72,10 +78,14 @@ class IngestCall:
 
     def took(self) -> None:
         self.taken += 1
-        self._credits.grant.remote(self.key, self.taken + self._ahead)
+        if self._credits is not None:
+            self._credits.grant.remote(self.key, self.taken + self._ahead)
 
     def close(self) -> None:
-        self._credits.close.remote(self.key)
+        if self._credits is not None:
+            self._credits.close.remote(self.key)
+        else:
+            self.items.cancel()  # a no-op once the stream ended
 
 
 @dataclass(frozen=True)
@@ -104,9 +114,12 @@ class SplitIngest:
         idle = self._replicas - self._open
         return idle if idle > 1 else 0
 
-    def _call(self, ref: VideoRef, start: ResumePoint | None, **options: Any) -> IngestCall:
+    def _call(
+        self, ref: VideoRef, start: ResumePoint | None, *, paced: bool, **options: Any
+    ) -> IngestCall:
         self._open += 1
-        return IngestCall(self._handle, self._credits, self._ahead, ref, start, **options)
+        credits = self._credits if paced else None
+        return IngestCall(self._handle, credits, self._ahead, ref, start, **options)
 
     async def ingest(
         self,
@@ -114,7 +127,12 @@ class SplitIngest:
         resume: ResumePoint | None,
         inline: Collection[str],
         speech_from: int | None,
+        *,
+        paced: bool = True,
     ) -> AsyncIterator[IngestItem]:
+        """The video's items from one call, or from several when it is split. ``paced``:
+        decoding waits for grants (chunks whose pixels cross to the stage pools); False
+        when every image stage runs in the decoder."""
         queue: asyncio.Queue[tuple[IngestCall, IngestItem | VideoRanges] | _Ended] = asyncio.Queue()
         pumps: list[asyncio.Task[None]] = []
         calls: list[IngestCall] = []
@@ -125,7 +143,11 @@ class SplitIngest:
 
         inline = tuple(inline)
         first = self._parts(ref.video_id)
-        start(self._call(ref, resume, inline=inline, speech_from=speech_from, split=first))
+        start(
+            self._call(
+                ref, resume, paced=paced, inline=inline, speech_from=speech_from, split=first
+            )
+        )
         running = 1
         try:
             while running:
@@ -141,7 +163,15 @@ class SplitIngest:
                     first_end = item.ranges[0].start
                     call.end_chunk = first_end.chunk_index if first_end is not None else None
                     for part in item.ranges:
-                        start(self._call(ref, part.start, inline=inline, end_chunk=part.end_chunk))
+                        start(
+                            self._call(
+                                ref,
+                                part.start,
+                                paced=paced,
+                                inline=inline,
+                                end_chunk=part.end_chunk,
+                            )
+                        )
                     running += len(item.ranges)
                     continue
                 if isinstance(item, LocalVideo | SpeechPart | SpeechEnd):

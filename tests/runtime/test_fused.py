@@ -170,6 +170,35 @@ async def test_fused_stages_run_where_the_chunks_are_decoded(
         await executor.close()
 
 
+async def test_a_fused_stream_runs_ahead_and_stops_when_its_caller_leaves(
+    tmp_path: Path, redis_url: str, serve_apps: None
+) -> None:
+    # No pixels cross, so nothing paces the decoder (paced, it would stop at
+    # runtime.decode_ahead_chunks, 2, until the first is taken); once the caller is done with
+    # the stream, the call is cancelled and the replica stops decoding.
+    config = fused_config(tmp_path, redis_url)
+    scenes = [Scene((f"PAGE {n}",), 1.0) for n in range(60)]  # 60 chunks of 2 samples
+    path = write_video(tmp_path / "long.mp4", scenes, fps=10, size=(160, 120))
+    ref = VideoRef("abandoned", path.as_uri())
+    executor = await deployed(config)
+    try:
+        before = sum((await ingest_calls("decode")).values())
+        stream = executor.ingest(ref, inline=("ocr", "embed"))
+        assert isinstance(await anext(stream), LocalVideo)
+        assert isinstance(await anext(stream), FusedChunk)
+        deadline = asyncio.get_running_loop().time() + 60
+        while (ahead := sum((await ingest_calls("decode")).values()) - before) <= 4:
+            assert asyncio.get_running_loop().time() < deadline, ahead
+            await asyncio.sleep(0.2)
+        await stream.aclose()
+        await asyncio.sleep(1.0)  # the cancellation reaches the replica
+        stopped = sum((await ingest_calls("decode")).values()) - before
+        await asyncio.sleep(3.0)
+        assert sum((await ingest_calls("decode")).values()) - before == stopped < 60
+    finally:
+        await executor.close()
+
+
 async def test_a_stage_in_a_pool_of_its_own_reads_the_pixels_the_decoder_put(
     tmp_path: Path, redis_url: str, serve_apps: None, store: RedisCheckpointStore, tiny_vlm: Path
 ) -> None:

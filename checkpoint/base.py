@@ -46,6 +46,7 @@ class VideoStatus(BaseModel):
     attempts: int = 0
     epoch: int = 0
     owner: str | None = None  # the service instance running (or that last ran) the video
+    lane: str = "fresh"  # the consumer lane of its latest event: "fresh" or "bulk"
     frames: int = 0
     chunks_total: int | None = None  # chunks in the video, once decoding has ended
     chunks_processed: int = 0  # chunks computed by the model stages, over every attempt

@@ -118,7 +118,9 @@ class RedisCheckpointStore(CheckpointStore):
     # -- transitions ---------------------------------------------------------------------
 
     async def mark_queued(self, ref: VideoRef, pipeline_version: str) -> VideoStatus:
-        reply = await self._run("mark_queued", ref.video_id, ref.tenant, ref.uri, pipeline_version)
+        reply = await self._run(
+            "mark_queued", ref.video_id, ref.tenant, ref.uri, pipeline_version, ref.lane
+        )
         _refuse_other_tenant(reply, ref)
         return record_from_fields(fields_from_pairs(reply))
 

@@ -78,6 +78,7 @@ def record_from_fields(fields: Mapping[str, str]) -> VideoStatus:
         chunks_processed=int(fields.get("chunks_processed", 0)),
         chunks_restored=int(fields.get("chunks_restored", 0)),
         owner=fields.get("owner") or None,
+        lane=fields.get("lane") or "fresh",
         error_code=fields.get("error_code"),
         error_message=fields.get("error_message"),
         timings=json.loads(fields["timings"]) if fields.get("timings") else {},

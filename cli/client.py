@@ -114,13 +114,16 @@ async def submit(args: argparse.Namespace) -> str:
         event = event.model_copy(update={"uri": uploaded})
     bootstrap = args.bootstrap or (config.kafka.bootstrap if args.config else None)
     bootstrap = bootstrap or _endpoint(args, "bootstrap")
+    topic = config.kafka.topic
+    if args.bulk:
+        if config.kafka.bulk_topic is None:
+            raise SubmitFailed("the service has no bulk lane (kafka.bulk_topic is not set)", 2)
+        topic = config.kafka.bulk_topic
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     try:
         await producer.start()
         try:
-            await producer.send_and_wait(
-                config.kafka.topic, event.to_bytes(), key=video_id.encode()
-            )
+            await producer.send_and_wait(topic, event.to_bytes(), key=video_id.encode())
         finally:
             await producer.stop()
     except KafkaError as exc:

@@ -147,6 +147,12 @@ def _submit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "--config", type=Path, help="the service's YAML: its object store and its topic"
     )
     submit.add_argument(
+        "--bulk",
+        action="store_true",
+        help="publish to the bulk lane (kafka.bulk_topic): processed in the room fresh "
+        "uploads leave",
+    )
+    submit.add_argument(
         "--s3-endpoint",
         help="the object store's S3 endpoint as this machine reaches it "
         "(the compose stack's MinIO: http://localhost:9000)",

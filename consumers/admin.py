@@ -46,11 +46,14 @@ def _is_connection(exc: KafkaError) -> bool:
 
 def service_topics(settings: KafkaSettings) -> dict[str, int]:
     """The topics the service uses, each with the partitions it is created with."""
-    return {
+    topics = {
         settings.topic: settings.topic_partitions,
         settings.dead_letter_topic: settings.dead_letter_topic_partitions,
         settings.status_topic: settings.status_topic_partitions,
     }
+    if settings.bulk_topic is not None:
+        topics[settings.bulk_topic] = settings.bulk_topic_partitions
+    return topics
 
 
 def _new_topic(name: str, partitions: int, replication_factor: int) -> NewTopic:

@@ -21,6 +21,7 @@ class RecordInfo:
     offset: int
     key: bytes | None
     timestamp: int  # milliseconds since the epoch, as the record carries it
+    lane: str = "fresh"  # "fresh" or "bulk" (consumers.lanes)
 
     def __str__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.offset}"
@@ -67,3 +68,4 @@ class ConsumerStats:
     rebalances: int
     assigned: frozenset[TopicPartition]
     committed: Mapping[TopicPartition, int] = field(default_factory=dict)  # by this member
+    in_flight_bulk: int = 0  # of in_flight, records of the bulk lane (consumers.lanes)

@@ -2,7 +2,8 @@
 
 The poll loop never waits for a handler: every record becomes an asyncio task, at most
 ``max_in_flight`` at once (partitions are paused while full, and polling goes on so the
-group keeps us). Offsets are committed only up to the first record not yet durable
+group keeps us). Records of the bulk topic take the room fresh uploads leave
+(``consumers.lanes``). Offsets are committed only up to the first record not yet durable
 (``OffsetTracker``), every ``commit_interval_s``, before a rebalance, and on stop.
 """
 
@@ -27,6 +28,7 @@ from consumers.base import ConsumerStats, RecordInfo, VideoHandler
 from consumers.dead_letter import DeadLetterPublisher
 from consumers.errors import InvalidEvent
 from consumers.events import VideoUploaded, parse_event
+from consumers.lanes import BULK, Lane, Lanes
 from consumers.offsets import OffsetTracker
 from consumers.video_locks import VideoLocks
 from core.config import KafkaSettings
@@ -69,6 +71,7 @@ class KafkaVideoConsumer:
         self._handler = handler
         self._dead_letters = dead_letters or DeadLetterPublisher(settings)
         self._tracker = OffsetTracker()
+        self._lanes = Lanes(settings)
         self._tasks: dict[TopicPartition, dict[int, asyncio.Task[None]]] = {}
         self._video_locks = VideoLocks()
         self._consumer: AIOKafkaConsumer | None = None
@@ -123,6 +126,7 @@ class KafkaVideoConsumer:
         return ConsumerStats(
             **dataclasses.asdict(self._counts),
             in_flight=self.in_flight,
+            in_flight_bulk=self._in_flight_by_lane()[BULK],
             paused_partitions=paused,
             assigned=assigned,
             committed=dict(self._committed),
@@ -162,7 +166,7 @@ class KafkaVideoConsumer:
             max_poll_records=s.max_poll_records,
             request_timeout_ms=s.request_timeout_ms,
         )
-        consumer.subscribe([s.topic], listener=_RebalanceListener(self))
+        consumer.subscribe(self._lanes.topics, listener=_RebalanceListener(self))
         try:
             await self._dead_letters.start()
             # Joining waits for an assignment; bound it so a silent broker is an error.
@@ -186,12 +190,17 @@ class KafkaVideoConsumer:
             if self.in_flight >= s.max_in_flight:
                 await self._wait_for_slot(consumer)
             slots = max(0, s.max_in_flight - self.in_flight)
-            if slots and consumer.paused():
-                consumer.resume(*consumer.paused())
+            fresh = self._open_lanes(consumer, slots)
             try:
-                batch = await consumer.getmany(
-                    timeout_ms=s.poll_timeout_ms if slots else 0, max_records=max(slots, 1)
-                )
+                batch = {}
+                if slots and fresh and self._lanes.bulk_topic is not None:
+                    # What the fresh lane has at hand first: a bulk record must not take
+                    # the slot a fresh one fetched at the same time could have.
+                    batch = await consumer.getmany(*fresh, timeout_ms=0, max_records=slots)
+                if not batch:
+                    batch = await consumer.getmany(
+                        timeout_ms=s.poll_timeout_ms if slots else 0, max_records=max(slots, 1)
+                    )
             except ConsumerStoppedError:
                 return
             except KafkaError as exc:
@@ -214,18 +223,35 @@ class KafkaVideoConsumer:
                 consumer.pause(*running)
                 self._counts.pauses += 1
 
+    def _open_lanes(self, consumer: AIOKafkaConsumer, slots: int) -> list[TopicPartition]:
+        """Resume what may take records now: the fresh partitions while a slot is free, the
+        bulk ones while their lane has room; pause the bulk ones otherwise (no rebalance).
+        The fresh partitions open."""
+        assigned, paused = consumer.assignment(), consumer.paused()
+        bulk = {tp for tp in assigned if self._lanes.lane_of(tp.topic) == BULK}
+        opened: set[TopicPartition] = set()
+        if slots:
+            opened = assigned - bulk
+            if self._lanes.bulk_room(self._in_flight_by_lane()) > 0:
+                opened = assigned
+        if paused & opened:
+            consumer.resume(*(paused & opened))
+        if bulk - opened - paused:
+            consumer.pause(*(bulk - opened - paused))
+        return sorted(opened - bulk)
+
+    def _in_flight_by_lane(self) -> dict[Lane, int]:
+        return self._lanes.in_flight((tp, len(tasks)) for tp, tasks in self._tasks.items())
+
     def _take(self, consumer: AIOKafkaConsumer, batch: Mapping[TopicPartition, list[Any]]) -> None:
-        """Start one task per record while slots are free; seek back over the rest so they
-        are fetched again later. No await in here: the assignment cannot change meanwhile."""
-        slots = self._settings.max_in_flight - self.in_flight
-        for tp, records in batch.items():
-            for record in records:
-                if slots <= 0:
-                    consumer.seek(tp, record.offset)
-                    break
-                if self._tracker.track(tp, record.offset):
-                    self._start_record(tp, record)
-                    slots -= 1
+        """Start one task per record while its lane has a free slot (fresh records first);
+        seek back over the rest so they are fetched again later. No await in here: the
+        assignment cannot change meanwhile."""
+        for tp, record, admitted in self._lanes.admit(batch, self._in_flight_by_lane()):
+            if not admitted:
+                consumer.seek(tp, record.offset)
+            elif self._tracker.track(tp, record.offset):
+                self._start_record(tp, record)
 
     def _start_record(self, tp: TopicPartition, record: ConsumerRecord[bytes, bytes]) -> None:
         self._counts.records_seen += 1
@@ -235,6 +261,7 @@ class KafkaVideoConsumer:
             offset=record.offset,
             key=record.key,
             timestamp=record.timestamp,
+            lane=self._lanes.lane_of(record.topic),
         )
         # A factory, not a coroutine: a task cancelled before it starts leaves nothing
         # un-awaited behind.

@@ -32,6 +32,10 @@ class KafkaSettings(BaseSettings):
 
     bootstrap: str = "127.0.0.1:9092"
     topic: str = "videos.uploaded"
+    # The bulk lane (consumers/lanes.py): backfills and reprocessing, taken only while fresh
+    # uploads leave room, up to this share of max_in_flight. None: no bulk lane.
+    bulk_topic: str | None = "videos.bulk"
+    bulk_share: float = Field(default=0.67, gt=0, le=1)
     dead_letter_topic: str = "videos.uploaded.dlq"
     status_topic: str = "videos.status"
     group_id: str = "reelsense"
@@ -53,12 +57,14 @@ class KafkaSettings(BaseSettings):
     # Partitions of ``topic`` bound the consumer replicas that work at once; -1: the broker's
     # ``num.partitions``. Replication -1: the broker's ``default.replication.factor``.
     topic_partitions: int = Field(default=3, ge=-1)
+    bulk_topic_partitions: int = Field(default=3, ge=-1)
     status_topic_partitions: int = Field(default=3, ge=-1)
     dead_letter_topic_partitions: int = Field(default=1, ge=-1)
     replication_factor: int = Field(default=-1, ge=-1)
 
     @field_validator(
         "topic_partitions",
+        "bulk_topic_partitions",
         "status_topic_partitions",
         "dead_letter_topic_partitions",
         "replication_factor",

@@ -17,6 +17,12 @@ Image = npt.NDArray[np.uint8]  # H x W x 3, RGB
 Vector = npt.NDArray[np.float32]
 
 
+# The consumer lanes a video can come by (consumers/lanes.py): fresh uploads first, bulk work
+# (backfills, reprocessing) in the room they leave.
+FRESH_LANE = "fresh"
+BULK_LANE = "bulk"
+
+
 @dataclass(frozen=True)
 class VideoRef:
     """What an upload event asks for: one video to understand."""
@@ -26,6 +32,7 @@ class VideoRef:
     tenant: str = "default"
     callback_url: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    lane: str = "fresh"  # the consumer's lane it came by: "fresh" uploads or "bulk" work
 
 
 @dataclass(frozen=True)

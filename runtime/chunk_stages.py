@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Collection
 from checkpoint.base import CheckpointStore
 from checkpoint.chunk_store import ChunkStore
 from core.errors import RetryableError
-from core.records import Chunk
+from core.records import BULK_LANE, FRESH_LANE, Chunk
 from core.stage_names import EMBED
 from runtime.executor import (
     ChunkTicket,
@@ -161,21 +161,52 @@ def _filled(reuse: ReusePlan, chunk: Chunk) -> Chunk:
     return filled
 
 
+class DecodeSlots:
+    """How many videos of this process decode at once (``runtime.videos_decoding``), fresh
+    uploads first: a fresh video waits for a slot only while fresh videos hold them all; one
+    held by bulk work (``VideoRef.lane``) it does without (the bulk video pauses its decoder
+    while a fresh one is ingested on its replica, ``runtime.pools.ingest.FreshFirst``)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.held = {FRESH_LANE: 0, BULK_LANE: 0}
+        self._released = asyncio.Event()
+
+    async def acquire(self, lane: str) -> None:
+        lane = BULK_LANE if lane == BULK_LANE else FRESH_LANE
+        while True:
+            self._released.clear()  # before the check: a release after it wakes the wait
+            if self._free(lane):
+                break
+            await self._released.wait()
+        self.held[lane] += 1
+
+    def release(self, lane: str) -> None:
+        lane = BULK_LANE if lane == BULK_LANE else FRESH_LANE
+        self.held[lane] -= 1
+        self._released.set()
+
+    def _free(self, lane: str) -> bool:
+        return sum(self.held.values()) < self.slots or (
+            lane == FRESH_LANE and self.held[BULK_LANE] > 0
+        )
+
+
 async def decoding(
-    items: AsyncIterator[IngestItem], slots: asyncio.Semaphore
+    items: AsyncIterator[IngestItem], slots: DecodeSlots, lane: str
 ) -> AsyncIterator[IngestItem]:
     """The ingest stream, holding one of the decode slots until its last chunk."""
-    await slots.acquire()
+    await slots.acquire(lane)
     held = True
     try:
         async for item in items:
             if held and isinstance(item, ChunkTicket) and item.last:
-                slots.release()
                 held = False
+                slots.release(lane)
             yield item
     finally:
         if held:
-            slots.release()
+            slots.release(lane)
 
 
 def resume_point(restored: dict[int, Chunk]) -> ResumePoint | None:

@@ -83,6 +83,9 @@ CONSUMER_LAG = Gauge(
     "reelsense_consumer_lag", "Records of the topic the group has not committed.", ["partition"]
 )
 CONSUMER_IN_FLIGHT = Gauge("reelsense_consumer_in_flight", "Records being handled now.")
+CONSUMER_IN_FLIGHT_BULK = Gauge(
+    "reelsense_consumer_in_flight_bulk", "Of the records handled now, those of the bulk lane."
+)
 CONSUMER_PAUSED = Gauge("reelsense_consumer_paused_partitions", "Partitions paused while full.")
 CONSUMER_REBALANCES = Counter("reelsense_consumer_rebalances_total", "Group rebalances seen.")
 CONSUMER_RECORDS = Counter("reelsense_consumer_records_done_total", "Records durably handled.")
@@ -364,6 +367,7 @@ class MetricsPoller:
             return
         stats = self._consumer_stats()
         CONSUMER_IN_FLIGHT.set(stats.in_flight)
+        CONSUMER_IN_FLIGHT_BULK.set(stats.in_flight_bulk)
         CONSUMER_PAUSED.set(stats.paused_partitions)
         if stats.rebalances > self._rebalances:
             CONSUMER_REBALANCES.inc(stats.rebalances - self._rebalances)

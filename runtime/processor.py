@@ -40,7 +40,7 @@ from core.retry import RetryFailure, RetryPolicy
 from core.speech import Speech, SpeechEnd, SpeechPart
 from core.stage_names import DECODE, EMBED, FETCH
 from core.urls import redact_url
-from runtime.chunk_stages import ChunkStages, decoding, resume_point
+from runtime.chunk_stages import ChunkStages, DecodeSlots, decoding, resume_point
 from runtime.executor import IngestChunk, IngestItem, StageExecutor
 from runtime.lease import Superseded, claim_when_free, holding, owner_id
 from runtime.messages import done_message_data
@@ -86,7 +86,7 @@ class VideoProcessor:
         )
         self._owner = owner_id(settings)
         self._decode_slots = (
-            asyncio.Semaphore(settings.videos_decoding) if settings.videos_decoding else None
+            DecodeSlots(settings.videos_decoding) if settings.videos_decoding else None
         )
 
     @property
@@ -271,7 +271,7 @@ class VideoProcessor:
             return reuse.replay(ref, after=executor.ingest(ref, NOTHING_TO_DECODE, (), recognise))
         items = executor.ingest(ref, resume_point(restored), self._inline(reuse), recognise)
         if self._decode_slots is not None:
-            items = decoding(items, self._decode_slots)
+            items = decoding(items, self._decode_slots, ref.lane)
         return items
 
     async def _take(
@@ -450,6 +450,7 @@ class VideoProcessor:
                 "video_id": ref.video_id,
                 "tenant": ref.tenant,
                 "uri": redact_url(ref.uri),
+                "lane": ref.lane,
                 **data,
             },
             timestamp=datetime.now(UTC),

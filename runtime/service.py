@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from checkpoint.chunk_store import ChunkStore
@@ -258,7 +259,7 @@ class _Handler:
 
     async def handle(self, event: VideoUploaded, record: RecordInfo) -> None:
         try:
-            await self._processor.process(event.to_ref())
+            await self._processor.process(replace(event.to_ref(), lane=record.lane))
         except VideoIdTaken as taken:
             # Another tenant's video: its record stays as it is, this event is dead-lettered.
             raise InvalidEvent(str(taken), code=taken.code) from taken

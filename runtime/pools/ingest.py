@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import deque
@@ -12,7 +13,7 @@ from typing import Any
 import ray
 
 from core.config import ServiceConfig
-from core.records import Chunk, LocalVideo, VideoRef
+from core.records import BULK_LANE, Chunk, LocalVideo, VideoRef
 from core.stage_names import DECODE, EMBED, FETCH
 from runtime.executor import (
     FusedChunk,
@@ -33,6 +34,35 @@ _END = object()
 # chunks within seconds; a crashed orchestrator's chunks are dropped after this.
 _HOLD_AFTER_END_S = 120.0
 _CLOSED_KEPT = 10_000
+
+
+class FreshFirst:
+    """Within one ingest replica, a bulk video (``VideoRef.lane``, ``consumers.lanes``)
+    decodes its next chunk only while no fresh upload is being ingested here: the fresh video
+    gets the replica's core as if the bulk one were not there, and the bulk one goes on from
+    where it paused once the fresh one is through. The consumer already keeps bulk work from
+    taking a fresh upload's slot; this keeps it from taking its CPU."""
+
+    def __init__(self) -> None:
+        self.fresh = 0  # fresh ingest calls under way on this replica
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def call(self, ref: VideoRef) -> AsyncIterator[None]:
+        fresh = ref.lane != BULK_LANE
+        self.fresh += fresh
+        try:
+            yield
+        finally:
+            if fresh:
+                async with self._changed:
+                    self.fresh -= 1
+                    self._changed.notify_all()
+
+    async def turn(self, ref: VideoRef) -> None:
+        if ref.lane == BULK_LANE and self.fresh:
+            async with self._changed:
+                await self._changed.wait_for(lambda: self.fresh == 0)
 
 
 @ray.remote(num_cpus=0)
@@ -110,6 +140,7 @@ class IngestPool:
         # it (Ray loses count of such borrowed refs). Released refs go at once, so what is
         # held stays bounded by the chunks in flight, whatever the length of the video.
         self._held: dict[str, dict[int, ray.ObjectRef[Any]]] = {}
+        self._fresh_first = FreshFirst()
 
     async def ingest(
         self,
@@ -132,28 +163,29 @@ class IngestPool:
         after the first follow the video as ``VideoRanges``, for the caller to have other
         replicas decode, and this call decodes the first. ``end_chunk``: decode only the
         chunks before it (a range)."""
-        with self._activity[FETCH].working(1) as work:
-            video = (await work.in_thread(self._fetch.process_batch, [ref]))[0]
-        yield video
-        hold = uuid.uuid4().hex
-        held: dict[int, ray.ObjectRef[Any]] = {}
-        self._held[hold] = held
-        try:
-            if split > 1:
-                ranges = await asyncio.to_thread(
-                    self._decode.ranges, video, resume, split, self._split_min_s
+        async with self._fresh_first.call(ref):
+            with self._activity[FETCH].working(1) as work:
+                video = (await work.in_thread(self._fetch.process_batch, [ref]))[0]
+            yield video
+            hold = uuid.uuid4().hex
+            held: dict[int, ray.ObjectRef[Any]] = {}
+            self._held[hold] = held
+            try:
+                if split > 1:
+                    ranges = await asyncio.to_thread(
+                        self._decode.ranges, video, resume, split, self._split_min_s
+                    )
+                    if len(ranges) > 1:
+                        yield VideoRanges(tuple(ranges[1:]))
+                        end_chunk = ranges[0].end_chunk
+                tickets = self._tickets(
+                    video, resume, end_chunk, credits=credits, key=key, inline=inline, held=held
                 )
-                if len(ranges) > 1:
-                    yield VideoRanges(tuple(ranges[1:]))
-                    end_chunk = ranges[0].end_chunk
-            tickets = self._tickets(
-                video, resume, end_chunk, credits=credits, key=key, inline=inline, held=held
-            )
-            async for item in with_speech(tickets, self._speech, video, speech_from):
-                yield item
-        finally:
-            asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
-            await asyncio.to_thread(self._fetch.release, video)
+                async for item in with_speech(tickets, self._speech, video, speech_from):
+                    yield item
+            finally:
+                asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
+                await asyncio.to_thread(self._fetch.release, video)
 
     async def _tickets(
         self,
@@ -169,6 +201,7 @@ class IngestPool:
         chunks: Iterator[Chunk] = self._decode.stream_from(video, resume, end_chunk)
         produced = 0
         while credits is None or await self._granted(credits, key, produced, held):
+            await self._fresh_first.turn(video.ref)
             chunk = await self._next_chunk(chunks)
             if chunk is None:
                 return

@@ -27,6 +27,7 @@ def kafka_settings(bootstrap: str, unique: str, **overrides: object) -> KafkaSet
         "bootstrap": bootstrap,
         "topic": f"uploads-{unique}",
         "dead_letter_topic": f"uploads-{unique}.dlq",
+        "bulk_topic": None,  # one topic; tests/consumers/test_lanes.py names a bulk one
         "group_id": f"group-{unique}",
         "commit_interval_s": 0.2,
         "poll_timeout_ms": 100,

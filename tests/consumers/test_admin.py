@@ -80,19 +80,30 @@ async def test_the_service_topics_are_created_as_the_settings_say(
         topic=f"up-{unique}",
         dead_letter_topic=f"up-{unique}.dlq",
         status_topic=f"st-{unique}",
+        bulk_topic=f"up-{unique}.bulk",
         topic_partitions=6,
         dead_letter_topic_partitions=2,
         status_topic_partitions=4,
+        bulk_topic_partitions=5,
         replication_factor=1,
     )
     topics = service_topics(settings)
-    assert topics == {f"up-{unique}": 6, f"up-{unique}.dlq": 2, f"st-{unique}": 4}
+    assert topics == {
+        f"up-{unique}": 6,
+        f"up-{unique}.dlq": 2,
+        f"st-{unique}": 4,
+        f"up-{unique}.bulk": 5,
+    }
+    assert f"up-{unique}.bulk" not in service_topics(
+        settings.model_copy(update={"bulk_topic": None})
+    )
     await ensure_topics(kafka_bootstrap, topics, replication_factor=settings.replication_factor)
     found = await replicas_per_partition(kafka_bootstrap, list(topics))
     assert found == {
         f"up-{unique}": [1] * 6,
         f"up-{unique}.dlq": [1] * 2,
         f"st-{unique}": [1] * 4,
+        f"up-{unique}.bulk": [1] * 5,
     }
 
 
@@ -112,6 +123,7 @@ async def test_minus_one_takes_the_brokers_defaults(kafka_bootstrap: str, unique
     [
         "topic_partitions",
         "status_topic_partitions",
+        "bulk_topic_partitions",
         "dead_letter_topic_partitions",
         "replication_factor",
     ],

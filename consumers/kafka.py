@@ -187,9 +187,9 @@ class KafkaVideoConsumer:
     async def _poll(self, consumer: AIOKafkaConsumer) -> None:
         s = self._settings
         while not self._stop_requested:
-            if self.in_flight >= s.max_in_flight:
+            if self._free_slots() <= 0:
                 await self._wait_for_slot(consumer)
-            slots = max(0, s.max_in_flight - self.in_flight)
+            slots = self._free_slots()
             fresh = self._open_lanes(consumer, slots)
             try:
                 batch = {}
@@ -217,7 +217,7 @@ class KafkaVideoConsumer:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._settings.poll_timeout_ms / 1000):
                 await self._slot_freed.wait()
-        if self.in_flight >= self._settings.max_in_flight:
+        if self._free_slots() <= 0:
             running = consumer.assignment() - consumer.paused()
             if running:
                 consumer.pause(*running)
@@ -239,6 +239,10 @@ class KafkaVideoConsumer:
         if bulk - opened - paused:
             consumer.pause(*(bulk - opened - paused))
         return sorted(opened - bulk)
+
+    def _free_slots(self) -> int:
+        """Fresh records that may start now (bulk work in flight takes none of their slots)."""
+        return self._lanes.fresh_slots(self._in_flight_by_lane())
 
     def _in_flight_by_lane(self) -> dict[Lane, int]:
         return self._lanes.in_flight((tp, len(tasks)) for tp, tasks in self._tasks.items())

@@ -1,12 +1,18 @@
 """Priority lanes: fresh uploads first, bulk work (backfills, reprocessing) in the room left.
 
 The consumer reads two topics in one group: ``KafkaSettings.topic`` (the fresh lane) and
-``KafkaSettings.bulk_topic`` (the bulk lane). Bulk records take in-flight slots only
+``KafkaSettings.bulk_topic`` (the bulk lane). Fresh records have ``max_in_flight`` slots of
+their own, whatever bulk work runs. Bulk records start only
 
+- while fewer than ``max_in_flight`` records of both lanes are in flight: bulk work uses the
+  room fresh uploads leave, never more;
+- up to ``bulk_share`` of ``max_in_flight`` (rounded down, at least one);
 - while no fresh record waits: a fresh record fetched without a free slot (sought back, to be
-  fetched again) closes the bulk lane until the fresh lane has been drained to a free slot;
-- up to ``bulk_share`` of ``max_in_flight`` (rounded down, at least one): with a share under 1 a
-  fresh upload always finds a slot, even while a long backfill runs.
+  fetched again) closes the bulk lane until one is taken with a slot to spare.
+
+A fresh upload that comes while bulk work fills the machine starts at once; the bulk videos
+then pause between chunks on the replicas it is ingested on (``runtime.pools.ingest
+.FreshFirst``) and give it their decode slots (``runtime.chunk_stages.DecodeSlots``).
 
 The bulk partitions are paused while their lane is closed and resumed when it opens again:
 pausing is local to the consumer, so the group does not rebalance, and the bulk records stay
@@ -16,7 +22,7 @@ never stopped for a fresh one; it keeps its slot until it is done.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from aiokafka.structs import TopicPartition
@@ -45,23 +51,16 @@ class Lanes:
     def lane_of(self, topic: str) -> Lane:
         return BULK if self.bulk_topic is not None and topic == self.bulk_topic else FRESH
 
+    def fresh_slots(self, in_flight: Mapping[Lane, int]) -> int:
+        """Fresh records that may start now."""
+        return max(0, self.max_in_flight - in_flight.get(FRESH, 0))
+
     def bulk_room(self, in_flight: Mapping[Lane, int]) -> int:
         """Bulk records that may start now."""
         if self.bulk_topic is None or self.fresh_waiting:
             return 0
         free = self.max_in_flight - sum(in_flight.values())
         return max(0, min(free, self.bulk_slots - in_flight.get(BULK, 0)))
-
-    def paused_wanted(
-        self, assigned: Collection[TopicPartition], in_flight: Mapping[Lane, int]
-    ) -> set[TopicPartition]:
-        """The partitions to keep paused for the next poll: every one when no slot is free,
-        the bulk ones when their lane is closed, none otherwise."""
-        if sum(in_flight.values()) >= self.max_in_flight:
-            return set(assigned)
-        if self.bulk_room(in_flight) > 0:
-            return set()
-        return {tp for tp in assigned if self.lane_of(tp.topic) == BULK}
 
     def admit(
         self, batch: Mapping[TopicPartition, Sequence[Any]], in_flight: Mapping[Lane, int]
@@ -76,7 +75,7 @@ class Lanes:
             lane = self.lane_of(tp.topic)
             for record in batch[tp]:
                 if lane == FRESH:
-                    ok = sum(counts.values()) < self.max_in_flight
+                    ok = self.fresh_slots(counts) > 0
                     refused_fresh = refused_fresh or not ok
                 else:
                     ok = self.bulk_room(counts) > 0 and not refused_fresh

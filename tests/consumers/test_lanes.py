@@ -70,12 +70,12 @@ def _is_bulk(video_id: str) -> bool:
 async def test_bulk_work_takes_the_room_fresh_uploads_leave(
     kafka_bootstrap: str, unique: str
 ) -> None:
-    # Three slots, two of them for bulk work at most: one is always left for a fresh upload.
+    # Three slots; bulk work takes two at most, and only while fewer than three videos run.
     settings = lane_settings(kafka_bootstrap, unique, max_in_flight=3, bulk_share=0.67)
     assert settings.bulk_topic is not None
     await _topics(settings)
     bulk = [f"bulk-{i}" for i in range(6)]
-    fresh = [f"fresh-{i}" for i in range(3)]
+    fresh = [f"fresh-{i}" for i in range(4)]
     handler = LaneHandler(bulk_topic=settings.bulk_topic)
     handler.gate(bulk + fresh)
     await produce_videos(kafka_bootstrap, settings.bulk_topic, bulk)
@@ -83,19 +83,22 @@ async def test_bulk_work_takes_the_room_fresh_uploads_leave(
     async with running(settings, handler) as consumer:
         first = await _started(handler, 2)
         assert all(_is_bulk(v) for v in first)
-        await asyncio.sleep(1.0)  # more bulk work waits, and still the third slot stays free
+        await asyncio.sleep(1.0)  # more bulk work waits: two is its share
         assert len(handler.started) == 2
         assert consumer.stats().in_flight_bulk == 2
 
+        # Fresh uploads have three slots of their own, whatever bulk work runs.
         await produce_videos(kafka_bootstrap, settings.topic, fresh)
-        assert not _is_bulk((await _started(handler, 3))[2])  # the slot kept free
-        # Full. A bulk video ends: its slot goes to a fresh upload waiting, not to bulk work.
+        assert not any(_is_bulk(v) for v in (await _started(handler, 5))[2:])
+        # A bulk video ends: a fresh upload still waits (three run), so no bulk work starts.
         handler.release(first[0])
-        assert not _is_bulk((await _started(handler, 4))[3])
-        handler.release(first[1])
-        assert not _is_bulk((await _started(handler, 5))[4])
-        # The fresh lane is empty now: bulk work takes the room again, at most two at once.
+        await asyncio.sleep(1.0)
+        assert len(handler.started) == 5
+        # A fresh one ends: the fresh upload waiting takes its slot.
+        handler.release(handler.started[2])
+        assert not _is_bulk((await _started(handler, 6))[5])
         assert {v for v in handler.started if not _is_bulk(v)} == set(fresh)
+        # The fresh lane is empty: bulk work takes the room again, two at most at once.
         handler.release(*fresh)
         await wait_until(lambda: len(handler.started) >= 7)
         handler.release(*bulk)

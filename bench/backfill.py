@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -171,10 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache).resolve()
     videos = bench_videos(cache, 4, args.seconds)
     warmup = bench_videos(cache, 1, 2.0, size=(640, 360), grain=0.0, prefix="warmup")[0]
-    workdir = Path(args.json).resolve().parent / "backfill-work"
+    workdir = Path(tempfile.mkdtemp(prefix="rs-backfill-"))  # a fresh stack: nothing known
     spec = RunSpec(mode="backfill", workdir=str(workdir), videos=videos, warmup=warmup.path)
-    with EmbeddedStack(workdir / "stack") as stack:
-        report = asyncio.run(_measure(args, spec, stack))
+    try:
+        with EmbeddedStack(workdir / "stack") as stack:
+            report = asyncio.run(_measure(args, spec, stack))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: report[k] for k in ("fresh_p95_ratio", "bulk_share_idle")}))

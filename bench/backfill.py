@@ -109,6 +109,7 @@ async def _measure(args: argparse.Namespace, spec: RunSpec, stack: EmbeddedStack
     bulk = [replace(files[i % len(files)], video_id=f"bulk-{i}") for i in range(args.bulk)]
     with ray_connection(config, local=True):
         service = ReelsenseService(config)
+        placed = service.config
         await service.start()
         running = asyncio.create_task(service.run())
         producer = AIOKafkaProducer(bootstrap_servers=config.kafka.bootstrap, acks="all")
@@ -147,8 +148,8 @@ async def _measure(args: argparse.Namespace, spec: RunSpec, stack: EmbeddedStack
             "seconds": args.seconds,
             "gap_s": args.gap,
             "window_s": args.window,
-            "max_in_flight": config.kafka.max_in_flight,
-            "bulk_share": config.kafka.bulk_share,
+            "max_in_flight": placed.kafka.max_in_flight,  # as the placement profile set it
+            "bulk_share": placed.kafka.bulk_share,
         },
         "fresh_idle": _summary(idle),
         "fresh_busy": _summary(loaded),

@@ -36,6 +36,7 @@ def service_config(
             "bootstrap": bootstrap,
             "topic": f"uploads-{unique}",
             "dead_letter_topic": f"uploads-{unique}.dlq",
+            "bulk_topic": f"uploads-{unique}.bulk",
             "status_topic": f"status-{unique}",
             "group_id": f"group-{unique}",
             "session_timeout_ms": 6000,

@@ -13,7 +13,7 @@ from core.description import ShotDescription
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.service_run import ServiceRun
 from devkit.tiny_vlm import build_tiny_qwen2_vl
-from devkit.workload import frame_keys, read_records, upload_record, write_videos
+from devkit.workload import frame_keys, publish, read_records, upload_record, write_videos
 
 pytestmark = pytest.mark.slow
 
@@ -28,14 +28,20 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
     (spoken,) = write_demo_videos(run.videos_dir, 1)
     videos[spoken.path.stem] = spoken.path
     ids = sorted(videos)
-    records = [upload_record(v, videos[v]) for v in ids]
+    bulk = ids[2]  # by the bulk lane, as a backfill sends it
+    records = [upload_record(v, videos[v]) for v in ids if v != bulk]
     records += [upload_record(ids[0], videos[ids[0]])] * 2  # two extra copies of one video
     invalid = (b"bad-event", b'{"video_id": "bad-event", "uri": 42}')
 
     await run.start_in_process()
     try:
+        assert config.kafka.bulk_topic is not None
+        await publish(
+            config.kafka.bootstrap, config.kafka.bulk_topic, [upload_record(bulk, videos[bulk])]
+        )
         await run.publish([*records, invalid])
         statuses = await run.wait_final([*ids, "bad-event"])
+        assert {v: s.lane for v, s in statuses.items() if s.lane != "fresh"} == {bulk: "bulk"}
 
         # Every valid video done, each exactly once in Lance; the invalid one failed visibly.
         for video_id in ids:
@@ -67,6 +73,8 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
         assert {f"video.done:{v}" for v in ids} <= set(by_video)
         assert all(len(hook_ids) == 1 for hook_ids in by_video.values())
         assert "video.failed:bad-event" in by_video
+        lanes = {h.video_id: h.payload["data"]["lane"] for h in receiver.requests}
+        assert lanes == {**dict.fromkeys(ids, "fresh"), bulk: "bulk", "bad-event": "fresh"}
 
         # The API reports each video's final state.
         api = f"http://127.0.0.1:{config.api.port}"
@@ -75,6 +83,7 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
                 response = await client.get(f"/v1/videos/{video_id}")
                 assert response.status_code == 200
                 assert response.json()["status"] == "done"
+                assert response.json()["lane"] == ("bulk" if video_id == bulk else "fresh")
             found = await client.get("/v1/search", params={"q": "harbor", "k": 3})
             assert found.status_code == 200
             assert found.json()["hits"][0]["video_id"] == "vid-01"

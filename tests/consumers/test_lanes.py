@@ -46,16 +46,14 @@ class LaneHandler(RecordingHandler):
             self.bulk_active -= bulk
 
 
-def lane_settings(bootstrap: str, unique: str, **overrides: object) -> KafkaSettings:
-    return kafka_settings(bootstrap, unique, bulk_topic=f"uploads-{unique}.bulk", **overrides)
-
-
-async def _topics(settings: KafkaSettings) -> None:
-    assert settings.bulk_topic is not None
+async def lanes(bootstrap: str, unique: str, **overrides: object) -> tuple[KafkaSettings, str]:
+    """Settings with a bulk topic, both topics created (two partitions each); the bulk topic."""
+    bulk_topic = f"uploads-{unique}.bulk"
+    settings = kafka_settings(bootstrap, unique, bulk_topic=bulk_topic, **overrides)
     await ensure_topics(
-        settings.bootstrap,
-        {settings.topic: 2, settings.bulk_topic: 2, settings.dead_letter_topic: 1},
+        bootstrap, {settings.topic: 2, bulk_topic: 2, settings.dead_letter_topic: 1}
     )
+    return settings, bulk_topic
 
 
 async def _started(handler: LaneHandler, count: int) -> list[str]:
@@ -71,14 +69,12 @@ async def test_bulk_work_takes_the_room_fresh_uploads_leave(
     kafka_bootstrap: str, unique: str
 ) -> None:
     # Three slots; bulk work takes two at most, and only while fewer than three videos run.
-    settings = lane_settings(kafka_bootstrap, unique, max_in_flight=3, bulk_share=0.67)
-    assert settings.bulk_topic is not None
-    await _topics(settings)
+    settings, bulk_topic = await lanes(kafka_bootstrap, unique, max_in_flight=3, bulk_share=0.67)
     bulk = [f"bulk-{i}" for i in range(6)]
     fresh = [f"fresh-{i}" for i in range(4)]
-    handler = LaneHandler(bulk_topic=settings.bulk_topic)
+    handler = LaneHandler(bulk_topic=bulk_topic)
     handler.gate(bulk + fresh)
-    await produce_videos(kafka_bootstrap, settings.bulk_topic, bulk)
+    await produce_videos(kafka_bootstrap, bulk_topic, bulk)
 
     async with running(settings, handler) as consumer:
         first = await _started(handler, 2)
@@ -103,9 +99,7 @@ async def test_bulk_work_takes_the_room_fresh_uploads_leave(
         await wait_until(lambda: len(handler.started) >= 7)
         handler.release(*bulk)
         await wait_until(lambda: len(handler.handled) == len(bulk) + len(fresh))
-        committed, ends = await wait_committed(
-            kafka_bootstrap, settings.group_id, settings.bulk_topic, 2
-        )
+        committed, ends = await wait_committed(kafka_bootstrap, settings.group_id, bulk_topic, 2)
         stats = consumer.stats()
 
     assert sorted(handler.handled_ids) == sorted(bulk + fresh)  # each once
@@ -118,12 +112,10 @@ async def test_bulk_work_takes_the_room_fresh_uploads_leave(
 async def test_bulk_work_uses_every_slot_it_is_given_when_nothing_fresh_comes(
     kafka_bootstrap: str, unique: str
 ) -> None:
-    settings = lane_settings(kafka_bootstrap, unique, max_in_flight=4, bulk_share=1.0)
-    assert settings.bulk_topic is not None
-    await _topics(settings)
+    settings, bulk_topic = await lanes(kafka_bootstrap, unique, max_in_flight=4, bulk_share=1.0)
     bulk = [f"bulk-{i}" for i in range(12)]
-    handler = LaneHandler(bulk_topic=settings.bulk_topic, delay_s=(0.05, 0.15))
-    await produce_videos(kafka_bootstrap, settings.bulk_topic, bulk)
+    handler = LaneHandler(bulk_topic=bulk_topic, delay_s=(0.05, 0.15))
+    await produce_videos(kafka_bootstrap, bulk_topic, bulk)
     async with running(settings, handler):
         await wait_until(lambda: len(handler.handled) == len(bulk))
     assert sorted(handler.handled_ids) == sorted(bulk)

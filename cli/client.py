@@ -33,7 +33,7 @@ from storage.uri import object_store_from_uri
 console = Console()
 
 
-def _endpoint(args: argparse.Namespace, name: str) -> str:
+def endpoint(args: argparse.Namespace, name: str) -> str:
     """``--api`` or ``--bootstrap`` as given, else the running dev stack's."""
     given: str | None = getattr(args, name, None)
     if given:
@@ -59,7 +59,7 @@ class SubmitFailed(Exception):
         self.exit_code = exit_code
 
 
-def _submit_config(args: argparse.Namespace) -> ServiceConfig:
+def client_config(args: argparse.Namespace) -> ServiceConfig:
     """``--config`` (or the environment alone), with the endpoint this machine reaches."""
     overrides = {"storage": {"s3_endpoint_url": args.s3_endpoint}} if args.s3_endpoint else {}
     try:
@@ -100,7 +100,7 @@ async def submit(args: argparse.Namespace) -> str:
     """Publish the upload event of ``args.source`` (put in the object store first with
     ``--upload``); its video id. ``SubmitFailed`` when nothing was published."""
     source: str = args.source
-    config = _submit_config(args)
+    config = client_config(args)
     video_id = args.video_id or f"{_key_part(Path(source).stem)[:40]}-{uuid.uuid4().hex[:8]}"
     uri = source if "://" in source else Path(source).resolve().as_uri()  # noqa: ASYNC240
     try:  # a bad id, tenant or callback is refused before anything is uploaded
@@ -113,7 +113,7 @@ async def submit(args: argparse.Namespace) -> str:
         uploaded = await asyncio.to_thread(upload, source, video_id, config.storage)
         event = event.model_copy(update={"uri": uploaded})
     bootstrap = args.bootstrap or (config.kafka.bootstrap if args.config else None)
-    bootstrap = bootstrap or _endpoint(args, "bootstrap")
+    bootstrap = bootstrap or endpoint(args, "bootstrap")
     topic = config.kafka.topic
     if args.bulk:
         if config.kafka.bulk_topic is None:
@@ -141,7 +141,7 @@ async def _get_status(client: httpx.AsyncClient, video_id: str) -> VideoStatus |
 
 async def follow(args: argparse.Namespace, video_id: str) -> int:
     async with httpx.AsyncClient(
-        base_url=_endpoint(args, "api"), headers=_headers(args), timeout=10
+        base_url=endpoint(args, "api"), headers=_headers(args), timeout=10
     ) as client:
         status: VideoStatus | None = None
         with Live(console=console, refresh_per_second=4) as live:
@@ -163,7 +163,7 @@ async def follow(args: argparse.Namespace, video_id: str) -> int:
 def show_status(args: argparse.Namespace) -> int:
     async def fetch() -> VideoStatus | None:
         async with httpx.AsyncClient(
-            base_url=_endpoint(args, "api"), headers=_headers(args), timeout=10
+            base_url=endpoint(args, "api"), headers=_headers(args), timeout=10
         ) as client:
             return await _get_status(client, args.video_id)
 
@@ -190,7 +190,7 @@ def _get(
     """GET ``path`` of the API; None (said on the console) when the API cannot be reached."""
     try:
         return httpx.get(
-            f"{_endpoint(args, 'api')}{path}", params=params, headers=_headers(args), timeout=60
+            f"{endpoint(args, 'api')}{path}", params=params, headers=_headers(args), timeout=60
         )
     except httpx.TransportError as exc:
         console.print(f"[red]cannot reach the API: {exc}[/] (is `reelsense dev` running?)")
@@ -351,7 +351,7 @@ def _error_text(response: httpx.Response) -> str:
 
 def show_dead_letters(args: argparse.Namespace) -> int:
     """List dead letters, or replay the one ``--replay`` names (exit 1 unless it went out)."""
-    base, headers = _endpoint(args, "api"), _headers(args)
+    base, headers = endpoint(args, "api"), _headers(args)
     if args.replay:
         response = httpx.post(
             f"{base}/v1/dead-letters/{args.replay}/replay", headers=headers, timeout=60

@@ -5,6 +5,8 @@ reelsense dev                  the same stack in the foreground until Ctrl-C
 reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
 reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage;
                                --upload: put FILE in the object store first)
+reelsense backfill --via-service   videos from a manifest, a prefix or the videos table, to the
+                               service's bulk lane (fresh uploads stay first)
 reelsense status ID            one video's progress (--json for machines)
 reelsense result ID            a done video's shots, speech and text (--frames, --json, --vtt)
 reelsense search "text"        places in videos, by meaning and by words
@@ -22,6 +24,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     reindex.add_argument("--config", type=Path, help="the service's YAML (tables, text model)")
 
     _submit_parser(sub)
+    _backfill_parser(sub)
 
     status = sub.add_parser("status", help="show one video's progress")
     status.add_argument("video_id")
@@ -158,6 +162,38 @@ def _submit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "(the compose stack's MinIO: http://localhost:9000)",
     )
     _endpoint_options(submit)
+
+
+def _backfill_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "backfill", help="process videos that did not come as uploads, in the bulk lane"
+    )
+    parser.add_argument(
+        "--via-service",
+        action="store_true",
+        help="send each video's event to the running service's bulk lane (kafka.bulk_topic)",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--manifest", help="JSONL or Parquet: id, uri, tenant, metadata")
+    source.add_argument("--prefix", help="every video file under a folder or s3:// prefix")
+    source.add_argument(
+        "--videos-table", action="store_true", help="the videos the service has processed"
+    )
+    parser.add_argument("--tenant", help="the tenant of a prefix's videos; filters the table")
+    parser.add_argument(
+        "--stale", action="store_true", help="table: only those of another pipeline version"
+    )
+    parser.add_argument("--since", type=datetime.fromisoformat, help="table: completed since")
+    parser.add_argument("--until", type=datetime.fromisoformat, help="table: completed before")
+    parser.add_argument("--limit", type=int, help="send at most this many")
+    parser.add_argument("--dry-run", action="store_true", help="select and summarise only")
+    parser.add_argument("--json", action="store_true", help="the summary as JSON")
+    parser.add_argument(
+        "--config", type=Path, help="the service's YAML: topics, tables, object store"
+    )
+    parser.add_argument("--s3-endpoint", help="the object store's endpoint from this machine")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap (default: the config's)")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR / "dev")
 
 
 def _endpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -254,6 +290,12 @@ def _submit(args: argparse.Namespace) -> int:
     return asyncio.run(follow(args, video_id)) if args.follow else 0
 
 
+def _backfill(args: argparse.Namespace) -> int:
+    from backfill.command import run
+
+    return run(args)
+
+
 def _status(args: argparse.Namespace) -> int:
     from cli.client import show_status
 
@@ -307,6 +349,7 @@ _COMMANDS = {
     "dev": _dev,
     "serve": _serve,
     "submit": _submit,
+    "backfill": _backfill,
     "status": _status,
     "result": _result,
     "search": _search,

@@ -15,14 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from backfill.sources import (
-    BackfillItem,
-    Selection,
-    Skipped,
-    from_manifest,
-    from_prefix,
-    from_videos_table,
-)
+from backfill import sources
+from backfill.sources import BackfillItem, Selection, Skipped
 from cli.main import main as cli_main
 from consumers.admin import ensure_topics
 from consumers.events import parse_event
@@ -103,7 +97,7 @@ def test_a_parquet_manifest_and_a_folder(tmp_path: Path) -> None:
         }
     )
     pq.write_table(table, tmp_path / "m.parquet")
-    found = list(from_manifest(tmp_path / "m.parquet"))
+    found = list(sources.from_manifest(tmp_path / "m.parquet"))
     assert isinstance(found[0], BackfillItem)
     assert (found[0].event.tenant, found[0].event.metadata) == ("t1", {"a": 1})
     assert isinstance(found[1], Skipped)  # "p 2" is not an id
@@ -113,13 +107,14 @@ def test_a_parquet_manifest_and_a_folder(tmp_path: Path) -> None:
     (folder / "2019" / "june").mkdir(parents=True)
     for name in ("a.mp4", "2019/june/b.MOV", "notes.txt", "2019/cover.jpg"):
         (folder / name).write_bytes(b"x")
-    items = list(from_prefix(str(folder), StorageSettings(), tenant="archive"))
+    items = list(sources.from_prefix(str(folder), StorageSettings(), tenant="archive"))
     assert all(isinstance(i, BackfillItem) for i in items)
     events = {i.event.video_id: i.event for i in items if isinstance(i, BackfillItem)}
     assert set(events) == {"a", "2019_june_b"}
     assert events["a"].uri == (folder / "a.mp4").resolve().as_uri()
     assert {e.tenant for e in events.values()} == {"archive"}
-    assert [type(i) for i in from_prefix(str(tmp_path / "missing"), StorageSettings())] == [Skipped]
+    missing = sources.from_prefix(str(tmp_path / "missing"), StorageSettings())
+    assert [type(i) for i in missing] == [Skipped]
 
 
 def test_the_videos_table_by_version_tenant_and_time(tmp_path: Path) -> None:
@@ -135,7 +130,7 @@ def test_the_videos_table_by_version_tenant_and_time(tmp_path: Path) -> None:
     sink.write(results)
 
     def ids(selection: Selection) -> list[str]:
-        entries = list(from_videos_table(storage, selection))
+        entries = list(sources.from_videos_table(storage, selection))
         return [e.event.video_id for e in entries if isinstance(e, BackfillItem)]
 
     assert ids(Selection()) == ["new-c", "old-a", "old-b"]
@@ -143,7 +138,7 @@ def test_the_videos_table_by_version_tenant_and_time(tmp_path: Path) -> None:
     assert ids(Selection(tenant="other")) == ["old-b"]
     assert ids(Selection(since=datetime(2026, 1, 1, tzinfo=UTC))) == ["new-c"]
     assert ids(Selection(until=datetime(2026, 1, 1, tzinfo=UTC))) == ["old-a", "old-b"]
-    first = next(iter(from_videos_table(storage, Selection(tenant="other"))))
+    first = next(iter(sources.from_videos_table(storage, Selection(tenant="other"))))
     assert isinstance(first, BackfillItem)
     assert first.event.uri == "file:///videos/old-b.mp4"
     assert first.event.metadata == {"title": "old-b"}

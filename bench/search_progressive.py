@@ -102,8 +102,12 @@ async def _watch(
     return first
 
 
-async def run(workdir: Path, seconds: float) -> dict[str, Any]:
+async def run(workdir: Path, seconds: float, *, every_s: float | None = None) -> dict[str, Any]:
+    """``every_s``: ``runtime.partial_results_every_s`` (None: the service's default)."""
     video = write_long_video(workdir, seconds)
+    runtime: dict[str, Any] = {"workdir": str(workdir / "work"), "executor": "local"}
+    if every_s is not None:
+        runtime["partial_results_every_s"] = every_s
     redis = redis_server(workdir).start()
     try:
         config = ServiceConfig.load(
@@ -111,7 +115,7 @@ async def run(workdir: Path, seconds: float) -> dict[str, Any]:
             storage={"lance_uri": str(workdir / "lance"), "object_store_uri": str(workdir / "o")},
             limits={"file_roots": (str(workdir),)},
             stages={"sample_fps": 1.0, "chunk_frames": 4},
-            runtime={"workdir": str(workdir / "work"), "executor": "local"},
+            runtime=runtime,
         )
         executor = LocalExecutor(config)
         store = RedisCheckpointStore(config.redis)

@@ -21,6 +21,7 @@ from cli.main import main as cli_main
 from consumers.admin import ensure_topics
 from consumers.events import parse_event
 from core.config import StorageSettings
+from devkit.services import free_port
 from devkit.workload import read_records
 from sinks.lance import LanceSummarySink
 from tests.sinks import make_result
@@ -142,3 +143,15 @@ def test_the_videos_table_by_version_tenant_and_time(tmp_path: Path) -> None:
     assert isinstance(first, BackfillItem)
     assert first.event.uri == "file:///videos/old-b.mp4"
     assert first.event.metadata == {"title": "old-b"}
+
+
+def test_a_broker_down_is_an_error_and_nothing_is_counted_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "v1", "uri": "s3://b/v1.mp4"}) + "\n")
+    down = f"127.0.0.1:{free_port()}"  # nothing listens there
+    config = config_file(tmp_path, down, "bulk")
+    argv = ["backfill", "--via-service", "--manifest", str(manifest), "--config", str(config)]
+    assert cli_main(argv) == 1
+    assert f"cannot publish to {down}" in capsys.readouterr().err

@@ -17,7 +17,7 @@ import secrets
 import socket
 from collections.abc import AsyncIterator
 
-from checkpoint.base import CheckpointStore, Claim
+from checkpoint.base import CheckpointStore, Claim, VideoState
 from checkpoint.errors import StaleEpoch, VideoBusy
 from core.config import RuntimeSettings
 from core.errors import ReelsenseError
@@ -62,6 +62,8 @@ async def holding(
             try:
                 await store.renew(video_id, epoch, lease_s=lease_s)
             except StaleEpoch as exc:
+                if await _outcome_recorded(store, video_id, epoch):
+                    return  # the attempt is through (its outcome is in): nothing to stop
                 log.warning("video %s: attempt %d was taken over; stopping it", video_id, epoch)
                 lost.append(exc)
                 task.cancel()
@@ -80,6 +82,20 @@ async def holding(
             raise lost[0] from None
         raise
     await _stop(keeper)
+
+
+async def _outcome_recorded(store: CheckpointStore, video_id: str, epoch: int) -> bool:
+    """Whether attempt ``epoch`` itself recorded the video done or failed: a renewal between
+    that and the end of the block finds the record no longer running, yet nothing took it."""
+    try:
+        status = await store.get(video_id)
+    except ReelsenseError:
+        return False
+    return (
+        status is not None
+        and status.epoch == epoch
+        and status.status in (VideoState.DONE, VideoState.FAILED)
+    )
 
 
 async def _stop(keeper: asyncio.Task[None]) -> None:

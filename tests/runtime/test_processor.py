@@ -16,7 +16,7 @@ import lance
 import pytest
 from pydantic import SecretStr
 
-from checkpoint.base import VideoState
+from checkpoint.base import OutboxEvent, VideoState
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
@@ -28,6 +28,7 @@ from devkit.services import moto_server
 from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.embedding import resolve_model_path
 from runtime.executor import IngestItem
+from runtime.lease import holding
 from runtime.local_executor import LocalExecutor
 from runtime.messages import DONE_TEXT_CHARS, done_message_data
 from runtime.processor import VideoProcessor
@@ -554,3 +555,27 @@ async def test_an_object_store_outage_uses_up_no_attempt(
     status = await store.get("outage")
     assert status is not None
     assert status.status is VideoState.DONE, status.error_message
+
+
+async def test_a_renewal_after_the_attempt_recorded_its_outcome_stops_nothing(
+    store: RedisCheckpointStore,
+) -> None:
+    """Renewals go on until the block ends; one that comes after the attempt marked the video
+    done finds it no longer running. That is the attempt's own doing, not a takeover: the
+    block is not cancelled and no ``StaleEpoch`` comes out of it."""
+    ref = VideoRef("finished-early", "file:///videos/finished-early.mp4")
+    await store.mark_queued(ref, "pv")
+    claim = await store.claim(ref, "pv", owner="me", lease_s=0.3)
+    outbox = OutboxEvent(
+        type="video.done",
+        video_id=ref.video_id,
+        tenant=ref.tenant,
+        pipeline_version="pv",
+        timestamp=datetime.now(UTC),
+    )
+    async with holding(store, ref.video_id, claim.epoch, lease_s=0.3):  # renewed every 0.1 s
+        await store.mark_done(ref.video_id, claim.epoch, frames=0, timings={}, outbox=outbox)
+        await asyncio.sleep(0.6)  # several renewals find it done meanwhile
+    status = await store.get(ref.video_id)
+    assert status is not None
+    assert (status.status, status.epoch) == (VideoState.DONE, claim.epoch)

@@ -28,11 +28,12 @@ from consumers.base import ConsumerStats, RecordInfo, VideoHandler
 from consumers.dead_letter import DeadLetterPublisher
 from consumers.errors import InvalidEvent
 from consumers.events import VideoUploaded, parse_event
-from consumers.lanes import BULK, Lane, Lanes
+from consumers.lanes import Lanes
 from consumers.offsets import OffsetTracker
 from consumers.video_locks import VideoLocks
 from core.config import KafkaSettings
 from core.errors import Abandoned, PermanentError
+from core.records import BULK_LANE, Lane
 from core.retry import HALF_JITTER, RetryFailure, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class KafkaVideoConsumer:
         return ConsumerStats(
             **dataclasses.asdict(self._counts),
             in_flight=self.in_flight,
-            in_flight_bulk=self._in_flight_by_lane()[BULK],
+            in_flight_bulk=self._lanes.in_flight(self._tasks)[BULK_LANE],
             paused_partitions=paused,
             assigned=assigned,
             committed=dict(self._committed),
@@ -187,10 +188,12 @@ class KafkaVideoConsumer:
     async def _poll(self, consumer: AIOKafkaConsumer) -> None:
         s = self._settings
         while not self._stop_requested:
-            if self._free_slots() <= 0:
-                await self._wait_for_slot(consumer)
-            slots = self._free_slots()
-            fresh = self._open_lanes(consumer, slots)
+            # Counted once for what to fetch; ``_take`` counts anew after the fetch.
+            in_flight = self._lanes.in_flight(self._tasks)
+            if self._lanes.fresh_slots(in_flight) <= 0:
+                in_flight = await self._wait_for_slot(consumer)
+            slots = self._lanes.fresh_slots(in_flight)
+            fresh = self._lanes.open(consumer, in_flight)
             try:
                 batch = {}
                 if slots and fresh and self._lanes.bulk_topic is not None:
@@ -209,49 +212,29 @@ class KafkaVideoConsumer:
                 continue
             self._take(consumer, batch)
 
-    async def _wait_for_slot(self, consumer: AIOKafkaConsumer) -> None:
+    async def _wait_for_slot(self, consumer: AIOKafkaConsumer) -> dict[Lane, int]:
         """Wait up to one poll timeout for a free slot; if none frees, pause the partitions.
         The caller polls (empty) meanwhile, so the group does not think this member dead.
-        Pausing drops the fetcher's read-ahead, so fast handlers are better off without it."""
+        Pausing drops the fetcher's read-ahead, so fast handlers are better off without it.
+        Returns the records in flight per lane after the wait."""
         self._slot_freed.clear()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._settings.poll_timeout_ms / 1000):
                 await self._slot_freed.wait()
-        if self._free_slots() <= 0:
+        in_flight = self._lanes.in_flight(self._tasks)
+        if self._lanes.fresh_slots(in_flight) <= 0:
             running = consumer.assignment() - consumer.paused()
             if running:
                 consumer.pause(*running)
                 self._counts.pauses += 1
-
-    def _open_lanes(self, consumer: AIOKafkaConsumer, slots: int) -> list[TopicPartition]:
-        """Resume what may take records now: the fresh partitions while a slot is free, the
-        bulk ones while their lane has room; pause the bulk ones otherwise (no rebalance).
-        The fresh partitions open."""
-        assigned, paused = consumer.assignment(), consumer.paused()
-        bulk = {tp for tp in assigned if self._lanes.lane_of(tp.topic) == BULK}
-        opened: set[TopicPartition] = set()
-        if slots:
-            opened = assigned - bulk
-            if self._lanes.bulk_room(self._in_flight_by_lane()) > 0:
-                opened = assigned
-        if paused & opened:
-            consumer.resume(*(paused & opened))
-        if bulk - opened - paused:
-            consumer.pause(*(bulk - opened - paused))
-        return sorted(opened - bulk)
-
-    def _free_slots(self) -> int:
-        """Fresh records that may start now (bulk work in flight takes none of their slots)."""
-        return self._lanes.fresh_slots(self._in_flight_by_lane())
-
-    def _in_flight_by_lane(self) -> dict[Lane, int]:
-        return self._lanes.in_flight((tp, len(tasks)) for tp, tasks in self._tasks.items())
+        return in_flight
 
     def _take(self, consumer: AIOKafkaConsumer, batch: Mapping[TopicPartition, list[Any]]) -> None:
         """Start one task per record while its lane has a free slot (fresh records first);
         seek back over the rest so they are fetched again later. No await in here: the
-        assignment cannot change meanwhile."""
-        for tp, record, admitted in self._lanes.admit(batch, self._in_flight_by_lane()):
+        assignment cannot change meanwhile. The records in flight are counted anew: some may
+        have finished while the fetch waited."""
+        for tp, record, admitted in self._lanes.admit(batch, self._lanes.in_flight(self._tasks)):
             if not admitted:
                 consumer.seek(tp, record.offset)
             elif self._tracker.track(tp, record.offset):

@@ -22,20 +22,19 @@ never stopped for a fresh one; it keeps its slot until it is done.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping, Sequence, Sized
+from typing import Any
 
+from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from core.config import KafkaSettings
-
-Lane = Literal["fresh", "bulk"]
-FRESH: Lane = "fresh"  # core.records.FRESH_LANE
-BULK: Lane = "bulk"  # core.records.BULK_LANE
+from core.records import BULK_LANE, FRESH_LANE, Lane
 
 
 class Lanes:
-    """Decides, before each poll, which lanes may take records, and how many."""
+    """Decides, before each poll, which lanes may take records, and how many; pauses and
+    resumes the bulk partitions to match."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         self.fresh_topic = settings.topic
@@ -49,18 +48,35 @@ class Lanes:
         return [self.fresh_topic, *([self.bulk_topic] if self.bulk_topic else [])]
 
     def lane_of(self, topic: str) -> Lane:
-        return BULK if self.bulk_topic is not None and topic == self.bulk_topic else FRESH
+        return BULK_LANE if self.bulk_topic is not None and topic == self.bulk_topic else FRESH_LANE
 
     def fresh_slots(self, in_flight: Mapping[Lane, int]) -> int:
         """Fresh records that may start now."""
-        return max(0, self.max_in_flight - in_flight.get(FRESH, 0))
+        return max(0, self.max_in_flight - in_flight.get(FRESH_LANE, 0))
 
     def bulk_room(self, in_flight: Mapping[Lane, int]) -> int:
         """Bulk records that may start now."""
         if self.bulk_topic is None or self.fresh_waiting:
             return 0
         free = self.max_in_flight - sum(in_flight.values())
-        return max(0, min(free, self.bulk_slots - in_flight.get(BULK, 0)))
+        return max(0, min(free, self.bulk_slots - in_flight.get(BULK_LANE, 0)))
+
+    def open(
+        self, consumer: AIOKafkaConsumer, in_flight: Mapping[Lane, int]
+    ) -> list[TopicPartition]:
+        """Resume what may take records now: the fresh partitions while a slot is free, the
+        bulk ones while their lane has room; pause the bulk ones otherwise (no rebalance).
+        Returns the fresh partitions open."""
+        assigned, paused = consumer.assignment(), consumer.paused()
+        bulk = {tp for tp in assigned if self.lane_of(tp.topic) == BULK_LANE}
+        opened: set[TopicPartition] = set()
+        if self.fresh_slots(in_flight) > 0:
+            opened = assigned if self.bulk_room(in_flight) > 0 else assigned - bulk
+        if paused & opened:
+            consumer.resume(*(paused & opened))
+        if bulk - opened - paused:
+            consumer.pause(*(bulk - opened - paused))
+        return sorted(opened - bulk)
 
     def admit(
         self, batch: Mapping[TopicPartition, Sequence[Any]], in_flight: Mapping[Lane, int]
@@ -69,12 +85,12 @@ class Lanes:
         refused record of a partition ends that partition (the caller seeks back to it).
         Notes whether a fresh record was refused: the bulk lane stays closed until one is
         taken again with a slot to spare."""
-        counts = {FRESH: in_flight.get(FRESH, 0), BULK: in_flight.get(BULK, 0)}
+        counts = {lane: in_flight.get(lane, 0) for lane in (FRESH_LANE, BULK_LANE)}
         refused_fresh = False
-        for tp in sorted(batch, key=lambda tp: self.lane_of(tp.topic) == BULK):
+        for tp in sorted(batch, key=lambda tp: self.lane_of(tp.topic) == BULK_LANE):
             lane = self.lane_of(tp.topic)
             for record in batch[tp]:
-                if lane == FRESH:
+                if lane == FRESH_LANE:
                     ok = self.fresh_slots(counts) > 0
                     refused_fresh = refused_fresh or not ok
                 else:
@@ -85,9 +101,9 @@ class Lanes:
                 counts[lane] += 1
         self.fresh_waiting = refused_fresh
 
-    def in_flight(self, tasks: Iterable[tuple[TopicPartition, int]]) -> dict[Lane, int]:
-        """Records in flight per lane, from (partition, records in flight there)."""
-        counts: dict[Lane, int] = {FRESH: 0, BULK: 0}
-        for tp, count in tasks:
-            counts[self.lane_of(tp.topic)] += count
+    def in_flight(self, tasks: Mapping[TopicPartition, Sized]) -> dict[Lane, int]:
+        """Records in flight per lane, from the records in flight per partition."""
+        counts: dict[Lane, int] = {FRESH_LANE: 0, BULK_LANE: 0}
+        for tp, records in tasks.items():
+            counts[self.lane_of(tp.topic)] += len(records)
         return counts

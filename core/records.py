@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -19,8 +19,16 @@ Vector = npt.NDArray[np.float32]
 
 # The consumer lanes a video can come by (consumers/lanes.py): fresh uploads first, bulk work
 # (backfills, reprocessing) in the room they leave.
-FRESH_LANE = "fresh"
-BULK_LANE = "bulk"
+Lane = Literal["fresh", "bulk"]
+FRESH_LANE: Lane = "fresh"
+BULK_LANE: Lane = "bulk"
+
+
+def as_lane(value: str | None) -> Lane:
+    """The lane a stored or received lane name stands for: bulk only when it says so. A
+    missing or unknown name (an event or record older than the lanes) counts as fresh, so
+    nothing is ever held back for want of a lane."""
+    return BULK_LANE if value == BULK_LANE else FRESH_LANE
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,7 @@ class VideoRef:
     tenant: str = "default"
     callback_url: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    lane: str = "fresh"  # the consumer's lane it came by: "fresh" uploads or "bulk" work
+    lane: str = FRESH_LANE  # the consumer's lane it came by; ``as_lane`` reads it
 
 
 @dataclass(frozen=True)

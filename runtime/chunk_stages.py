@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Collection
 from checkpoint.base import CheckpointStore
 from checkpoint.chunk_store import ChunkStore
 from core.errors import RetryableError
-from core.records import BULK_LANE, FRESH_LANE, Chunk
+from core.records import BULK_LANE, FRESH_LANE, Chunk, Lane, as_lane
 from core.stage_names import EMBED
 from runtime.executor import (
     ChunkTicket,
@@ -169,24 +169,22 @@ class DecodeSlots:
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
-        self.held = {FRESH_LANE: 0, BULK_LANE: 0}
+        self.held: dict[Lane, int] = {FRESH_LANE: 0, BULK_LANE: 0}
         self._released = asyncio.Event()
 
     async def acquire(self, lane: str) -> None:
-        lane = BULK_LANE if lane == BULK_LANE else FRESH_LANE
         while True:
             self._released.clear()  # before the check: a release after it wakes the wait
-            if self._free(lane):
+            if self._free(as_lane(lane)):
                 break
             await self._released.wait()
-        self.held[lane] += 1
+        self.held[as_lane(lane)] += 1
 
     def release(self, lane: str) -> None:
-        lane = BULK_LANE if lane == BULK_LANE else FRESH_LANE
-        self.held[lane] -= 1
+        self.held[as_lane(lane)] -= 1
         self._released.set()
 
-    def _free(self, lane: str) -> bool:
+    def _free(self, lane: Lane) -> bool:
         return sum(self.held.values()) < self.slots or (
             lane == FRESH_LANE and self.held[BULK_LANE] > 0
         )

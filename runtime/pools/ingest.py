@@ -13,7 +13,7 @@ from typing import Any
 import ray
 
 from core.config import ServiceConfig
-from core.records import BULK_LANE, Chunk, LocalVideo, VideoRef
+from core.records import BULK_LANE, FRESH_LANE, Chunk, LocalVideo, VideoRef, as_lane
 from core.stage_names import DECODE, EMBED, FETCH
 from runtime.executor import (
     FusedChunk,
@@ -49,7 +49,7 @@ class FreshFirst:
 
     @contextlib.asynccontextmanager
     async def call(self, ref: VideoRef) -> AsyncIterator[None]:
-        fresh = ref.lane != BULK_LANE
+        fresh = as_lane(ref.lane) == FRESH_LANE
         self.fresh += fresh
         try:
             yield
@@ -60,7 +60,7 @@ class FreshFirst:
                     self._changed.notify_all()
 
     async def turn(self, ref: VideoRef) -> None:
-        if ref.lane == BULK_LANE and self.fresh:
+        if as_lane(ref.lane) == BULK_LANE and self.fresh:
             async with self._changed:
                 await self._changed.wait_for(lambda: self.fresh == 0)
 

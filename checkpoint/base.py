@@ -161,9 +161,10 @@ class CheckpointStore(ABC):
         *,
         frames: int,
         timings: Mapping[str, float],
-        outbox: OutboxEvent,
+        outbox: OutboxEvent | None,
     ) -> None:
-        """Final transition to done and the outbox entry, in one atomic step."""
+        """Final transition to done and the outbox entry (None: nobody is notified), in one
+        atomic step."""
 
     @abstractmethod
     async def mark_failed(
@@ -175,7 +176,7 @@ class CheckpointStore(ABC):
         message: str,
         pipeline_version: str,
         stage: str | None,
-        outbox: OutboxEvent,
+        outbox: OutboxEvent | None,
     ) -> bool:
         """Final transition to failed and the outbox entry, in one atomic step. ``epoch`` is
         None for a video that never got claimed (an invalid event): such a failure never

@@ -1,5 +1,5 @@
--- mark_done: ARGV[4] epoch, ARGV[5] frames, ARGV[6] timings JSON, ARGV[7] outbox event JSON,
--- ARGV[8] how long the finished record is kept (ms, 0: for ever).
+-- mark_done: ARGV[4] epoch, ARGV[5] frames, ARGV[6] timings JSON, ARGV[7] outbox event JSON
+-- ('' = none), ARGV[8] how long the finished record is kept (ms, 0: for ever).
 -- The record turns done and the outbox entry is appended in this one atomic step.
 local epoch, frames, timings, event = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant')
@@ -20,6 +20,9 @@ for _, field in ipairs(redis.call('HKEYS', VKEY)) do
 end
 reindex('running', tenant, 'done', tenant, now)
 expire_finished(ARGV[8])
-local id = redis.call('XADD', KEYS[3], '*', 'event', event)
+local id = false  -- no outbox entry: nobody is notified (a backfill that says so)
+if event ~= '' then
+  id = redis.call('XADD', KEYS[3], '*', 'event', event)
+end
 publish(tenant, 'done', nil, 0, nil, now)
 return {'ok', id}

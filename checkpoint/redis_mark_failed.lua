@@ -1,6 +1,7 @@
 -- mark_failed: ARGV[4] epoch ('' = never claimed), ARGV[5] tenant, ARGV[6] uri,
 -- ARGV[7] pipeline version, ARGV[8] error code, ARGV[9] message, ARGV[10] stage ('' = none),
--- ARGV[11] outbox event JSON, ARGV[12] how long the finished record is kept (ms, 0: for ever).
+-- ARGV[11] outbox event JSON ('' = none), ARGV[12] how long the finished record is kept
+-- (ms, 0: for ever).
 -- Record and outbox entry change in this one atomic step.
 local epoch, tenant, uri, version = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local code, message, stage, event = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
@@ -30,6 +31,9 @@ if stage ~= '' then
 end
 reindex(status, old_tenant, 'failed', tenant, now)
 expire_finished(ARGV[12])
-local id = redis.call('XADD', KEYS[3], '*', 'event', event)
+local id = false  -- no outbox entry: nobody is notified (a backfill that says so)
+if event ~= '' then
+  id = redis.call('XADD', KEYS[3], '*', 'event', event)
+end
 publish(tenant, 'failed', stage ~= '' and stage or nil, 0, nil, now)
 return {'ok', id}

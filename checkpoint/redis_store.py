@@ -183,7 +183,7 @@ class RedisCheckpointStore(CheckpointStore):
         *,
         frames: int,
         timings: Mapping[str, float],
-        outbox: OutboxEvent,
+        outbox: OutboxEvent | None,
     ) -> None:
         reply = await self._run_final(
             "mark_done",
@@ -191,7 +191,7 @@ class RedisCheckpointStore(CheckpointStore):
             epoch,
             frames,
             json.dumps({stage: float(seconds) for stage, seconds in timings.items()}),
-            outbox.model_dump_json(),
+            outbox.model_dump_json() if outbox else "",
             self._retention_ms,
         )
         self._refuse(reply, video_id, epoch)
@@ -205,7 +205,7 @@ class RedisCheckpointStore(CheckpointStore):
         message: str,
         pipeline_version: str,
         stage: str | None,
-        outbox: OutboxEvent,
+        outbox: OutboxEvent | None,
     ) -> bool:
         reply = await self._run_final(
             "mark_failed",
@@ -217,7 +217,7 @@ class RedisCheckpointStore(CheckpointStore):
             code,
             message,
             stage or "",
-            outbox.model_dump_json(),
+            outbox.model_dump_json() if outbox else "",
             self._retention_ms,
         )
         if reply[0] == "known":

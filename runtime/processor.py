@@ -67,8 +67,12 @@ class VideoProcessor:
         lineage: Lineage,
         settings: RuntimeSettings,
         metrics: PipelineMetrics | None = None,
+        notify: bool = True,
     ) -> None:
+        """``notify``: each final transition appends its outbox entry, the webhooks and status
+        messages of the video; off for a backfill that should tell nobody."""
         self._metrics = metrics or PipelineMetrics()
+        self._notify = notify
         self._store = store
         self._executor = executor
         self._chunks = chunks
@@ -93,17 +97,19 @@ class VideoProcessor:
     def pipeline_version(self) -> str:
         return self._version
 
-    async def process(self, ref: VideoRef) -> None:
-        """Returns once the video's outcome is durable: done, failed, skipped or owned by a
-        newer attempt. Raises ``RetryableError`` when even recording a failure failed (the
-        checkpoint store is down): the offset must then not move; ``VideoIdTaken`` when the
-        id is another tenant's video, whose record is left as it is."""
+    async def process(self, ref: VideoRef) -> str:
+        """Returns once the video's outcome is durable: "done", "failed", "skipped" (done
+        before) or "stale" (settled by a newer attempt). Raises ``RetryableError`` when even
+        recording a failure failed (the checkpoint store is down): the offset must then not
+        move; ``VideoIdTaken`` when the id is another tenant's video, whose record is left as
+        it is."""
         self._metrics.video_started()
         started, outcome = time.monotonic(), "error"
         try:
             outcome = await self._process(ref)
         finally:
             self._metrics.video_finished(outcome, time.monotonic() - started)
+        return outcome
 
     async def _process(self, ref: VideoRef) -> str:
         await self._store.mark_queued(ref, self._version)
@@ -434,12 +440,14 @@ class VideoProcessor:
 
     def _outbox(
         self, kind: str, ref: VideoRef, data: dict[str, Any], *, epoch: int | None = None
-    ) -> OutboxEvent:
+    ) -> OutboxEvent | None:
         # A failure carries the epoch of the attempt that failed: each is its own webhook
         # message (see webhook_id). "done" comes once per pipeline version, whichever attempt
         # finished it, so it carries none: the done a rebuild after a Redis loss appends
         # repeats the first one's id and receivers deduplicate it.
         # Receivers get the source URL without the secrets it may carry.
+        if not self._notify:
+            return None
         return OutboxEvent(
             type=kind,
             video_id=ref.video_id,

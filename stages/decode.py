@@ -36,6 +36,7 @@ import dataclasses
 import functools
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
@@ -62,6 +63,26 @@ _TRUNCATION_SLACK_RATIO = 0.05
 _MAX_THREADS = 4
 # A demux error this close to the end of the file means the file was cut short.
 _TRUNCATION_TAIL_BYTES = 64 * 1024
+
+
+class DecodedFrames:
+    """Video frames this process has decoded, all videos together: what shows that a
+    recompute which needs no pixels (a stage added to finished videos) decodes none."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def add(self, count: int) -> None:
+        with self._lock:
+            self._count += count
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+
+FRAMES_DECODED = DecodedFrames()
 
 
 # Decoded frames in a row whose timestamps do not pass the latest one seen: a stream whose
@@ -325,6 +346,7 @@ class _FrameReader:
                 if packet.pos is not None and packet.pos >= 0:
                     self._byte_end = max(self._byte_end, packet.pos + packet.size)
                 for frame in packet.decode():
+                    FRAMES_DECODED.add(1)
                     yield frame, self._time_of(frame)
         except av.error.FFmpegError as exc:
             tail = min(_TRUNCATION_TAIL_BYTES, self._size_bytes // 20)

@@ -1,8 +1,9 @@
-"""``reelsense backfill``: choose the videos, send them to the service's bulk lane, summarise.
+"""``reelsense backfill``: choose the videos, process them on Ray Data or send them to the
+service's bulk lane, summarise.
 
-    reelsense backfill --via-service --manifest videos.jsonl
+    reelsense backfill --manifest videos.jsonl --config service.yaml
+    reelsense backfill --videos-table --stale --config service.yaml --workers 16
     reelsense backfill --via-service --prefix s3://catalogue/2019/ --tenant archive
-    reelsense backfill --via-service --videos-table --stale --config service.yaml
 
 ``--videos-table --stale`` picks the finished videos whose pipeline version is not the current
 one: after a stage is added or changed, the service then reuses every stage output that did not
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from aiokafka.errors import KafkaError
 
-from backfill.publish import Summary, select, send
+from backfill.publish import select, send
 from backfill.sources import (
     BackfillItem,
     Selection,
@@ -29,8 +30,10 @@ from backfill.sources import (
     from_prefix,
     from_videos_table,
 )
+from backfill.summary import RunSummary, Summary
 from cli.client import SubmitFailed, client_config, endpoint
 from core.config import ServiceConfig
+from devkit.stack import read_state, stack_config
 
 
 def entries(args: argparse.Namespace, config: ServiceConfig) -> Iterator[BackfillItem | Skipped]:
@@ -48,14 +51,13 @@ def entries(args: argparse.Namespace, config: ServiceConfig) -> Iterator[Backfil
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.via_service:
-        print("reelsense backfill: say how to run it: --via-service", file=sys.stderr)
-        return 2
     try:
-        config = client_config(args)
+        config = _config(args)
     except SubmitFailed as exc:
         print(f"reelsense backfill: {exc}", file=sys.stderr)
         return exc.exit_code
+    if not args.via_service:
+        return _on_ray_data(args, config)
     topic = config.kafka.bulk_topic
     if topic is None:
         print("reelsense backfill: no bulk lane (kafka.bulk_topic) is set", file=sys.stderr)
@@ -81,8 +83,53 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(f"selected {len(items)}, sent {summary.sent} to {topic}, skipped {len(skipped)}")
-        for entry in skipped[:20]:
-            print(f"  skipped {entry.where}: {entry.reason}")
-        if len(skipped) > 20:
-            print(f"  ... and {len(skipped) - 20} more (--json lists them all)")
+        _print_skipped(skipped)
     return 0
+
+
+def _print_skipped(skipped: list[Skipped]) -> None:
+    for entry in skipped[:20]:
+        print(f"  skipped {entry.where}: {entry.reason}")
+    if len(skipped) > 20:
+        print(f"  ... and {len(skipped) - 20} more (--json lists them all)")
+
+
+def _config(args: argparse.Namespace) -> ServiceConfig:
+    """``--config``; else the running ``reelsense dev`` stack's, if there is one."""
+    config = client_config(args)
+    state = None if args.config else read_state(args.workdir)
+    if state is not None and "redis" in state:
+        config = stack_config(args.workdir, state, config)
+    if args.workers:
+        config = config.model_copy(
+            update={"backfill": config.backfill.model_copy(update={"workers": args.workers})}
+        )
+    return config
+
+
+def _on_ray_data(args: argparse.Namespace, config: ServiceConfig) -> int:
+    """The videos processed here, on Ray Data (``backfill.runner``)."""
+    from backfill.runner import run_backfill
+
+    try:
+        items, skipped = select(entries(args, config), args.limit)
+    except OSError as exc:
+        print(f"reelsense backfill: cannot read the source: {exc}", file=sys.stderr)
+        return 2
+    notify = config.backfill.notify if args.notify is None else args.notify
+    summary = RunSummary(skipped=skipped)
+    if not args.dry_run:
+        summary = run_backfill(items, config, notify=notify, progress=not args.json, into=summary)
+    report = {**summary.as_dict(), "selected": len(items), "notify": notify}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(
+            f"selected {len(items)}: done {report['done']}, already done "
+            f"{report['already_done']}, failed {report['failed']}; "
+            f"frames decoded {report['frames_decoded']}; skipped entries {len(skipped)}"
+        )
+        for failure in summary.failed[:20]:
+            print(f"  failed {failure['video_id']} ({failure['where']}): {failure['reason']}")
+        _print_skipped(skipped)
+    return 1 if summary.failed else 0

@@ -10,35 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
+from backfill.progress import RateBar
 from backfill.sources import BackfillItem, Skipped
 
 _WINDOW = 256  # events awaiting their acknowledgement at once
-
-
-@dataclass
-class Summary:
-    sent: int = 0
-    skipped: list[Skipped] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "sent": self.sent,
-            "skipped": len(self.skipped),
-            "skipped_entries": [{"where": s.where, "reason": s.reason} for s in self.skipped],
-        }
 
 
 def select(
@@ -73,17 +51,7 @@ async def send(
     await producer.start()
     sent = 0
     try:
-        columns = (
-            TextColumn("sending to {task.fields[topic]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-        )
-        with Progress(*columns, disable=not progress) as bar:
-            task = bar.add_task("send", total=len(items), topic=topic, rate="")
+        with RateBar(f"sending to {topic}", len(items), enabled=progress) as bar:
             for start in range(0, len(items), _WINDOW):
                 window = items[start : start + _WINDOW]
                 acks = [
@@ -94,8 +62,7 @@ async def send(
                 ]
                 await asyncio.gather(*acks)
                 sent += len(window)
-                speed = bar.tasks[0].speed
-                bar.update(task, advance=len(window), rate=f"{speed:.0f}/s" if speed else "")
+                bar.advance(len(window))
     finally:
         await producer.stop()
     return sent

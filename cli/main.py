@@ -5,8 +5,8 @@ reelsense dev                  the same stack in the foreground until Ctrl-C
 reelsense serve --config FILE  connect to a real Kafka, Redis, S3 and Ray cluster
 reelsense submit FILE|URI      publish an upload event (--follow: live progress per stage;
                                --upload: put FILE in the object store first)
-reelsense backfill --via-service   videos from a manifest, a prefix or the videos table, to the
-                               service's bulk lane (fresh uploads stay first)
+reelsense backfill             videos from a manifest, a prefix or the videos table, processed
+                               here on Ray Data (--via-service: sent to the service's bulk lane)
 reelsense status ID            one video's progress (--json for machines)
 reelsense result ID            a done video's shots, speech and text (--frames, --json, --vtt)
 reelsense search "text"        places in videos, by meaning and by words
@@ -171,7 +171,14 @@ def _backfill_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument(
         "--via-service",
         action="store_true",
-        help="send each video's event to the running service's bulk lane (kafka.bulk_topic)",
+        help="send each video's event to the running service's bulk lane (kafka.bulk_topic) "
+        "instead of processing the videos here on Ray Data",
+    )
+    parser.add_argument("--workers", type=int, help="Ray Data actors (default: one per CPU)")
+    parser.add_argument(
+        "--notify",
+        action=argparse.BooleanOptionalAction,
+        help="send webhooks and status messages for the videos (default: backfill.notify)",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--manifest", help="JSONL or Parquet: id, uri, tenant, metadata")
@@ -185,7 +192,7 @@ def _backfill_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     parser.add_argument("--since", type=datetime.fromisoformat, help="table: completed since")
     parser.add_argument("--until", type=datetime.fromisoformat, help="table: completed before")
-    parser.add_argument("--limit", type=int, help="send at most this many")
+    parser.add_argument("--limit", type=int, help="at most this many videos")
     parser.add_argument("--dry-run", action="store_true", help="select and summarise only")
     parser.add_argument("--json", action="store_true", help="the summary as JSON")
     parser.add_argument(

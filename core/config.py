@@ -425,6 +425,17 @@ class ApiSettings(BaseSettings):
         return mapping
 
 
+class BackfillSettings(BaseSettings):
+    """``reelsense backfill`` on Ray Data (``backfill.runner``)."""
+
+    model_config = _settings("BACKFILL_")
+
+    # Whether a backfilled video's final transition sends its webhooks and status message.
+    notify: bool = False
+    workers: int | None = Field(default=None, ge=1)  # actors; None: one per CPU Ray has
+    worker_cpus: float = Field(default=1.0, gt=0)  # CPUs each actor reserves
+
+
 class InsecureConfig(PermanentError):
     """A setting leaves the service open and no other setting says that is meant."""
 
@@ -447,6 +458,7 @@ class ServiceConfig(BaseModel):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    backfill: BackfillSettings = Field(default_factory=BackfillSettings)
 
     def left_open(self) -> list[tuple[str, bool]]:
         """What this configuration leaves unprotected, each with whether a setting says it is

@@ -51,7 +51,14 @@ class EmbeddedStack(LocalPart):
             self.stop()
             raise
         (self.workdir / STATE_FILE).write_text(
-            json.dumps({"bootstrap": self.bootstrap, "api": self.api_url, "pid": os.getpid()})
+            json.dumps(
+                {
+                    "bootstrap": self.bootstrap,
+                    "api": self.api_url,
+                    "redis": self.redis_url,
+                    "pid": os.getpid(),
+                }
+            )
         )
         return self
 
@@ -101,34 +108,42 @@ class EmbeddedStack(LocalPart):
         return f"http://127.0.0.1:{self.api_port}"
 
     def config(self, base: ServiceConfig | None = None) -> ServiceConfig:
-        """``base`` (defaults from the environment) pointed at this stack. Only what ``base``
-        set is carried over, so what it left unset stays the service's default (the
-        placement profile fills it in: ``runtime.placement``)."""
-        base = base or ServiceConfig.load()
-        data = self.workdir
+        """``base`` (defaults from the environment) pointed at this stack."""
+        endpoints = {"bootstrap": self.bootstrap, "redis": self.redis_url, "api": self.api_url}
+        return stack_config(self.workdir, endpoints, base)
 
-        def given(section: str) -> dict[str, Any]:
-            return getattr(base, section).model_dump(exclude_unset=True)  # type: ignore[no-any-return]
 
-        return ServiceConfig.load(
-            kafka={**given("kafka"), "bootstrap": self.bootstrap},
-            redis={**given("redis"), "url": self.redis_url},
-            storage={
-                **given("storage"),
-                "lance_uri": str(data / "lance"),
-                "object_store_uri": str(data / "objects"),
-            },
-            limits={
-                **given("limits"),
-                "file_roots": (*base.limits.file_roots, str(data / "samples"), str(Path.cwd())),
-            },
-            stages=given("stages"),
-            asr=given("asr"),
-            ray=given("ray"),
-            notify={**given("notify"), "allow_private_targets": True},
-            api={**given("api"), "port": self.api_port},
-            runtime={**given("runtime"), "workdir": str(data / "work")},
-        )
+def stack_config(
+    workdir: Path, endpoints: dict[str, str], base: ServiceConfig | None = None
+) -> ServiceConfig:
+    """``base`` pointed at the stack under ``workdir`` with these endpoints (as ``stack.json``
+    holds them). Only what ``base`` set is carried over, so what it left unset stays the
+    service's default (the placement profile fills it in: ``runtime.placement``)."""
+    base = base or ServiceConfig.load()
+
+    def given(section: str) -> dict[str, Any]:
+        return getattr(base, section).model_dump(exclude_unset=True)  # type: ignore[no-any-return]
+
+    return ServiceConfig.load(
+        kafka={**given("kafka"), "bootstrap": endpoints["bootstrap"]},
+        redis={**given("redis"), "url": endpoints["redis"]},
+        storage={
+            **given("storage"),
+            "lance_uri": str(workdir / "lance"),
+            "object_store_uri": str(workdir / "objects"),
+        },
+        limits={
+            **given("limits"),
+            "file_roots": (*base.limits.file_roots, str(workdir / "samples"), str(Path.cwd())),
+        },
+        stages=given("stages"),
+        asr=given("asr"),
+        ray=given("ray"),
+        notify={**given("notify"), "allow_private_targets": True},
+        api={**given("api"), "port": int(endpoints["api"].rsplit(":", 1)[1])},
+        runtime={**given("runtime"), "workdir": str(workdir / "work")},
+        backfill=given("backfill"),
+    )
 
 
 def read_state(workdir: Path) -> dict[str, str] | None:

@@ -78,10 +78,13 @@ async def test_a_manifest_goes_to_the_bulk_topic_each_id_once(
     assert events[b"old-2"].metadata == {"year": 2019}
 
 
-def test_a_backfill_says_how_it_runs_and_where_it_sends(tmp_path: Path) -> None:
+def test_a_backfill_says_how_it_runs_and_where_it_sends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("")
-    assert cli_main(["backfill", "--manifest", str(manifest)]) == 2  # no --via-service
+    assert cli_main(["backfill", "--manifest", str(manifest), "--json"]) == 0  # nothing to do
+    assert json.loads(capsys.readouterr().out)["selected"] == 0
     no_lane = tmp_path / "no-lane.yaml"
     no_lane.write_text(yaml.safe_dump({"kafka": {"bulk_topic": None}}))
     argv = ["backfill", "--via-service", "--manifest", str(manifest), "--config", str(no_lane)]

@@ -13,6 +13,8 @@ and started again: what is done is skipped, what was under way resumes where it 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import ray
 import ray.data
@@ -36,9 +38,11 @@ def run_backfill(
     notify: bool,
     progress: bool = True,
     into: RunSummary | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunSummary:
     """Process ``items`` on Ray Data (a local Ray, or ``ray.address``); their outcomes added
-    to ``into``."""
+    to ``into``, and each video's outcome row (``backfill.worker.OUTCOME_COLUMNS``) given to
+    ``on_row`` as it comes."""
     summary = into or RunSummary()
     if not items:
         return summary
@@ -61,5 +65,7 @@ def run_backfill(
         with RateBar("backfill", len(items), enabled=progress, per_minute=True) as bar:
             for row in outcomes.iter_rows():
                 summary.take(row)
+                if on_row is not None:
+                    on_row(row)
                 bar.advance()
     return summary

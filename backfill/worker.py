@@ -29,7 +29,7 @@ from storage.uri import object_store_from_uri
 log = logging.getLogger(__name__)
 
 #: The columns each processed row comes back with.
-OUTCOME_COLUMNS = ("video_id", "where", "outcome", "reason", "frames_decoded", "seconds")
+OUTCOME_COLUMNS = ("video_id", "where", "outcome", "reason", "frames_decoded", "started", "ended")
 
 
 class BackfillWorker:
@@ -61,7 +61,7 @@ class BackfillWorker:
     async def _one(self, event_json: str, where: str) -> dict[str, Any]:
         event = VideoUploaded.model_validate_json(event_json)
         ref = replace(event.to_ref(), lane=BULK_LANE)
-        decoded, started = FRAMES_DECODED.count, time.monotonic()
+        decoded, started = FRAMES_DECODED.count, time.time()
         reason = ""
         try:
             outcome = await self._processor.process(ref)
@@ -78,7 +78,8 @@ class BackfillWorker:
             "outcome": outcome,
             "reason": reason,
             "frames_decoded": FRAMES_DECODED.count - decoded,
-            "seconds": round(time.monotonic() - started, 3),
+            "started": started,  # time.time(): when this actor took the video, and let it go
+            "ended": time.time(),
         }
 
     def __del__(self) -> None:

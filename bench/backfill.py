@@ -1,9 +1,12 @@
-"""Priority lanes under load: how long fresh uploads take while a bulk lane runs.
+"""Backfills: priority lanes under load, Ray Data against streaming, a stage added.
 
-    python -m bench.backfill --json OUT [--fresh 8] [--bulk 40] [--seconds 20] [--gap 6]
+    python -m bench.backfill --json OUT [--parts lanes,throughput,added]
+        [--fresh 8] [--bulk 40] [--seconds 20] [--gap 6]
+        [--batch-videos 20] [--added-videos 200] [--added-seconds 6]
 
-The service runs with its defaults in this process, on the embedded stack (as
-``bench.modes.streaming`` runs it). Three phases, one service:
+``lanes`` (b): how long fresh uploads take while a bulk lane runs. The service runs with its
+defaults in this process, on the embedded stack (as ``bench.modes.streaming`` runs it). Three
+phases, one service:
 
 1. ``idle``: ``--fresh`` uploads arrive one every ``--gap`` s on the fresh topic with nothing else
    to do; each one's latency is from its event to its ``done`` (the checkpoint's own time).
@@ -13,8 +16,7 @@ The service runs with its defaults in this process, on the embedded stack (as
 3. ``busy``: the same fresh uploads again (new ids, same files) while the bulk lane still has
    work; ``fresh_p95_ratio`` is their p95 latency over the idle one's.
 
-The part of ``reelsense backfill`` that runs on Ray Data and the "add a stage" comparison are
-not measured here yet.
+``throughput`` (a) and ``added`` (c): see ``bench.backfill_batch``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 import psutil
 from aiokafka import AIOKafkaProducer
 
+from bench.backfill_batch import added_stage, throughput
 from bench.modes.common import RunSpec, VideoSpec, bench_videos, now, quiet_environment
 from bench.modes.streaming import service_config
 from checkpoint.base import VideoState
@@ -169,22 +172,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gap", type=float, default=6.0, help="seconds between fresh uploads")
     parser.add_argument("--window", type=float, default=40.0, help="bulk alone, seconds")
     parser.add_argument("--cache", default=str(ROOT / ".reelsense" / "bench" / "videos"))
+    parser.add_argument("--parts", default="lanes,throughput,added")
+    parser.add_argument("--batch-videos", type=int, default=20, help="throughput: videos")
+    parser.add_argument("--added-videos", type=int, default=200, help="added: videos")
+    parser.add_argument("--added-seconds", type=float, default=6.0, help="added: their length")
     args = parser.parse_args(argv)
     quiet_environment()
     cache = Path(args.cache).resolve()
+    parts = set(args.parts.split(","))
+    report: dict[str, Any] = {}
+    if "lanes" in parts:
+        report.update(_lanes(args, cache))
+    if "throughput" in parts:
+        report["throughput"] = throughput(args.batch_videos, args.seconds, cache)
+    if "added" in parts:
+        added = added_stage(args.added_videos, args.added_seconds, cache)
+        report["added_stage"] = added
+        for key in _ADDED_KEYS:
+            report[key] = added[key]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    headline = ("fresh_p95_ratio", "bulk_share_idle", *_ADDED_KEYS)
+    print(json.dumps({k: report[k] for k in headline if k in report}))
+    return 0
+
+
+_ADDED_KEYS = ("added_stage_frames_decoded", "added_stage_cost_ratio")
+
+
+def _lanes(args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     videos = bench_videos(cache, 4, args.seconds)
     warmup = bench_videos(cache, 1, 2.0, size=(640, 360), grain=0.0, prefix="warmup")[0]
     workdir = Path(tempfile.mkdtemp(prefix="rs-backfill-"))  # a fresh stack: nothing known
     spec = RunSpec(mode="backfill", workdir=str(workdir), videos=videos, warmup=warmup.path)
     try:
         with EmbeddedStack(workdir / "stack") as stack:
-            report = asyncio.run(_measure(args, spec, stack))
+            return asyncio.run(_measure(args, spec, stack))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("fresh_p95_ratio", "bulk_share_idle")}))
-    return 0
 
 
 if __name__ == "__main__":

@@ -228,7 +228,9 @@ def _parser() -> argparse.ArgumentParser:
         help="stages.sample_mode (shots: one sample per 1/fps s and one at every shot start)",
     )
     parser.add_argument("--chunk-frames", type=int, default=8)
-    parser.add_argument("--modes", default="sequential,raydata,streaming")
+    parser.add_argument(
+        "--modes", default="sequential,raydata,streaming", help="also: backfill (on Ray Data)"
+    )
     parser.add_argument("--raydata", help="Ray Data settings to try (names, comma separated)")
     parser.add_argument("--streaming", help="streaming settings to try (names, comma separated)")
     parser.add_argument("--cache", default=str(ROOT / ".reelsense" / "bench" / "videos"))
@@ -322,6 +324,8 @@ def _plan(
                     replace(base, setting=setting, warmup=warmup),
                 )
             )
+    if "backfill" in modes:  # ``reelsense backfill`` on Ray Data, one actor per core
+        plan.append(("backfill:ray-data", "backfill", replace(base, warmup=warmup)))
     if args.memory:
         plan.append((MEMORY_MODE, "streaming", _memory_spec(base, cache, warmup, args.quick)))
     return plan

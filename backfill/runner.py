@@ -48,9 +48,7 @@ def run_backfill(
         return summary
     with ray_connection(config, local=config.ray.address is None):
         settings = config.backfill
-        summary.workers = workers = settings.workers or max(
-            1, int(ray.cluster_resources().get("CPU", 1) // settings.worker_cpus)
-        )
+        summary.workers = workers = settings.workers or _fitting(config)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
         rows = [{"event": item.event.model_dump_json(), "where": item.where} for item in items]
@@ -61,6 +59,7 @@ def run_backfill(
             batch_size=1,
             compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
             num_cpus=settings.worker_cpus,
+            num_gpus=settings.worker_gpus or None,
         )
         with RateBar("backfill", len(items), enabled=progress, per_minute=True) as bar:
             for row in outcomes.iter_rows():
@@ -69,3 +68,12 @@ def run_backfill(
                     on_row(row)
                 bar.advance()
     return summary
+
+
+def _fitting(config: ServiceConfig) -> int:
+    """As many actors as the cluster's CPUs (and GPUs, when each takes some) hold."""
+    settings, resources = config.backfill, ray.cluster_resources()
+    count = int(resources.get("CPU", 1) // settings.worker_cpus)
+    if settings.worker_gpus:
+        count = min(count, int(resources.get("GPU", 0) // settings.worker_gpus))
+    return max(1, count)

@@ -432,8 +432,10 @@ class BackfillSettings(BaseSettings):
 
     # Whether a backfilled video's final transition sends its webhooks and status message.
     notify: bool = False
-    workers: int | None = Field(default=None, ge=1)  # actors; None: one per CPU Ray has
+    workers: int | None = Field(default=None, ge=1)  # actors; None: as many as the cluster holds
     worker_cpus: float = Field(default=1.0, gt=0)  # CPUs each actor reserves
+    # GPUs each actor reserves: the actor runs every stage, the VLM included when one is set.
+    worker_gpus: float = Field(default=0.0, ge=0)
 
 
 class InsecureConfig(PermanentError):

@@ -47,7 +47,7 @@ class BackfillWorker:
             chunks=ChunkStore(object_store_from_uri(storage.object_store_uri, storage)),
             lineage=Pipeline.from_config(config).lineage,
             settings=config.runtime,
-            notify=notify,
+            quiet_lanes=frozenset() if notify else frozenset({BULK_LANE}),
         )
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:

@@ -35,7 +35,7 @@ from core.errors import (
     RetriesExhausted,
     RetryableError,
 )
-from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
+from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult, as_lane
 from core.retry import RetryFailure, RetryPolicy
 from core.speech import Speech, SpeechEnd, SpeechPart
 from core.stage_names import DECODE, EMBED, FETCH
@@ -67,12 +67,13 @@ class VideoProcessor:
         lineage: Lineage,
         settings: RuntimeSettings,
         metrics: PipelineMetrics | None = None,
-        notify: bool = True,
+        quiet_lanes: frozenset[str] = frozenset(),
     ) -> None:
-        """``notify``: each final transition appends its outbox entry, the webhooks and status
-        messages of the video; off for a backfill that should tell nobody."""
+        """``quiet_lanes``: the lanes whose videos notify nobody; a final transition appends
+        no outbox entry (webhooks, status message) for them (bulk work, unless
+        ``backfill.notify``)."""
         self._metrics = metrics or PipelineMetrics()
-        self._notify = notify
+        self._quiet_lanes = quiet_lanes
         self._store = store
         self._executor = executor
         self._chunks = chunks
@@ -446,7 +447,7 @@ class VideoProcessor:
         # finished it, so it carries none: the done a rebuild after a Redis loss appends
         # repeats the first one's id and receivers deduplicate it.
         # Receivers get the source URL without the secrets it may carry.
-        if not self._notify:
+        if as_lane(ref.lane) in self._quiet_lanes:
             return None
         return OutboxEvent(
             type=kind,

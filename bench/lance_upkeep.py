@@ -1,0 +1,424 @@
+"""What keeping Lance tables costs and buys over a long run of small merge-inserts.
+
+    python -m bench.lance_upkeep --json OUT [--commits 1000] [--rows-per-commit 8] [--quick]
+
+A streaming service commits often: each chunk of a video in analysis is merged into the search
+table once it is done (``write_partial``), and every few finished videos are upserted into every
+table (``write``). Each commit adds a fragment, a manifest and often deletion files.
+``LanceTable`` compacts every ``storage.lance_compact_every`` commits, then drops versions older
+than ``storage.lance_keep_versions_s``; ``IndexUpkeep`` folds new rows into the search indexes in
+the background. The same writes go through the real sinks (``LanceSearchIndex``,
+``LanceSummarySink``) under each policy:
+
+- ``no_upkeep``: no compaction; the full-text index built once on the empty table (a full-text
+  query needs one to exist) and never refreshed; no vector index;
+- ``defaults``: the settings' defaults, indexes kept as the service keeps them;
+- ``frequent``: compaction every ``FREQUENT_COMPACT_EVERY`` commits, versions kept
+  ``FREQUENT_KEEP_S`` seconds.
+
+``--commits`` partial writes of ``--rows-per-commit`` segments; every ``CHUNKS`` finish a video,
+and every ``VIDEOS_PER_BATCH`` finished videos are written to both tables. After every tenth of
+the commits, each table's fragments, versions and bytes on disk, and the latency of the reads
+the service makes (``READS``). A run shorter than the defaults' retention keeps every version:
+at the end the defaults' tables are cleaned up with none, to show what it frees once they age.
+
+Vectors come from a hash of the text, not a model: their values change nothing a commit or a
+scan costs, and a model would spend more time embedding than the tables take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.runs import in_workdir, write_json
+from bench.search_phrases import latency_queries, phrase_bank, row_text
+from core.config import StorageSettings
+from core.records import Frame, OcrLine, ProbeInfo, Vector, VideoRef, VideoResult
+from core.search import SearchFilter
+from models.base import TextEmbeddingModel
+from sinks.indexes import IndexJob, IndexUpkeep
+from sinks.lance import LanceSummarySink
+from sinks.lance_table import LanceTable, sql_string, table_uri
+from sinks.search import LanceSearchIndex
+
+CHUNKS = 4  # partial writes per video
+VIDEOS_PER_BATCH = 2  # finished videos per final write: a writer at modest load
+TENANTS = 8
+FRAME_S = 2.0
+DIMENSION = 384
+FREQUENT_COMPACT_EVERY = 16
+FREQUENT_KEEP_S = 10.0
+SNAPSHOTS = 10
+TABLES = ("search", "videos")
+UPKEEP_LOGGERS = {"sinks.lance_table": "compaction", "sinks.indexes": "index"}
+READS = ("video_row", "tenant_videos", "video_segments", "text_search", "vector_search")
+_DEFAULTS = StorageSettings.model_fields
+
+
+@dataclass(frozen=True)
+class Policy:
+    compact_every: int
+    keep_versions_s: float
+    index_upkeep: bool
+
+
+_KEEP_S = float(_DEFAULTS["lance_keep_versions_s"].default)
+POLICIES = {
+    "no_upkeep": Policy(0, _KEEP_S, index_upkeep=False),
+    "defaults": Policy(int(_DEFAULTS["lance_compact_every"].default), _KEEP_S, index_upkeep=True),
+    "frequent": Policy(FREQUENT_COMPACT_EVERY, FREQUENT_KEEP_S, index_upkeep=True),
+}
+
+
+class HashEmbedder(TextEmbeddingModel):
+    """Unit vectors drawn from a hash of each text: the same text, the same vector."""
+
+    @property
+    def model_id(self) -> str:
+        return "bench-hash"
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    def load(self) -> None:
+        pass
+
+    def embed(self, texts: list[str]) -> Vector:
+        vectors = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+        for row, text in enumerate(texts):
+            drawn = np.random.default_rng(zlib.crc32(text.encode())).standard_normal(DIMENSION)
+            vectors[row] = drawn / np.linalg.norm(drawn)
+        return vectors
+
+
+class TimedTable(LanceTable):
+    """A table that records each compaction's seconds and bytes of data files written."""
+
+    def __init__(self, uri: str, policy: Policy) -> None:
+        super().__init__(
+            uri, compact_every=policy.compact_every, keep_versions_s=policy.keep_versions_s
+        )
+        self.compact_s: list[float] = []
+        self.compact_bytes: list[int] = []
+
+    def compact(self) -> None:
+        data = Path(self.uri) / "data"
+        before = set(data.iterdir())
+        started = time.perf_counter()
+        super().compact()
+        self.compact_s.append(time.perf_counter() - started)
+        self.compact_bytes.append(sum(p.stat().st_size for p in set(data.iterdir()) - before))
+
+    def compactions(self) -> dict[str, Any]:
+        """How many, and the mean and last one's milliseconds and MiB of data written."""
+        ms = [round(1000 * s) for s in self.compact_s] or [0]
+        mib = [round(b / 2**20, 2) for b in self.compact_bytes] or [0.0]
+        return {
+            "count": len(self.compact_s),
+            "ms": {"mean": round(sum(ms) / len(ms)), "last": ms[-1]},
+            "mib_written": {"mean": round(sum(mib) / len(mib), 2), "last": mib[-1]},
+        }
+
+
+class TimedUpkeep(IndexUpkeep):
+    """Index upkeep that adds up the time its passes take (they run in its own thread)."""
+
+    def __init__(self, table: LanceTable, jobs: Sequence[IndexJob]) -> None:
+        super().__init__(table, jobs)
+        self.busy_s = 0.0
+
+    def run_now(self) -> None:
+        if not self.jobs:
+            return  # indexes not kept: no pass, not even the table's opening
+        started = time.perf_counter()
+        super().run_now()
+        self.busy_s += time.perf_counter() - started
+
+
+class WarningCount(logging.Handler):
+    """The upkeep's warnings by kind: a failed compaction or index pass only logs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts = dict.fromkeys(UPKEEP_LOGGERS.values(), 0)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.counts[UPKEEP_LOGGERS[record.name]] += 1
+
+
+class Stream:
+    """The writes of a long run: parts of videos, then the finished videos in small batches."""
+
+    def __init__(self, rows_per_commit: int) -> None:
+        self.rows = rows_per_commit
+        self.phrases = phrase_bank()
+        self.finished: list[str] = []
+        self._frames: dict[str, list[Frame]] = {}
+        self._waiting: list[VideoResult] = []
+
+    def part(self, step: int) -> VideoResult:
+        """The ``step``-th part: the next ``rows`` frames of its video, each with a text of its
+        own in a place of its own (one text span, one search row, per frame)."""
+        video, chunk = divmod(step, CHUNKS)
+        video_id = f"video-{video:06d}"
+        rng = np.random.default_rng(step)
+        frames = []
+        for n in range(chunk * self.rows, (chunk + 1) * self.rows):
+            text = row_text(self.phrases[int(rng.integers(len(self.phrases)))], rng)
+            top = 40.0 * (n % 8)
+            box = ((10.0, top), (400.0, top), (400.0, top + 30), (10.0, top + 30))
+            frames.append(Frame(n, FRAME_S * n, None, ocr_lines=[OcrLine(text, 0.9, box)]))
+        self._frames.setdefault(video_id, []).extend(frames)
+        return _result(video_id, video, frames)
+
+    def finished_batch(self, step: int) -> list[VideoResult]:
+        """The videos to write after the ``step``-th part: a batch once enough are done."""
+        video, chunk = divmod(step, CHUNKS)
+        if chunk == CHUNKS - 1:
+            video_id = f"video-{video:06d}"
+            self._waiting.append(_result(video_id, video, self._frames.pop(video_id)))
+            self.finished.append(video_id)
+        if len(self._waiting) < VIDEOS_PER_BATCH:
+            return []
+        batch, self._waiting = self._waiting, []
+        return batch
+
+
+def _result(video_id: str, video: int, frames: list[Frame]) -> VideoResult:
+    probe = ProbeInfo("mp4", "h264", 1280, 720, 30.0, FRAME_S * len(frames), 1, 1, 1_000_000)
+    ref = VideoRef(video_id, f"s3://bench/{video_id}.mp4", tenant=f"tenant-{video % TENANTS}")
+    return VideoResult(ref, "bench-v1", probe, frames, completed_at=datetime.now(UTC))
+
+
+@dataclass
+class Sinks:
+    search: LanceSearchIndex
+    summary: LanceSummarySink
+    upkeep: TimedUpkeep
+    tables: dict[str, TimedTable]
+
+    @classmethod
+    def opened(cls, root: Path, policy: Policy, vector_index_min_rows: int) -> Sinks:
+        tables = {name: TimedTable(table_uri(str(root), name), policy) for name in TABLES}
+        search = LanceSearchIndex(
+            tables["search"], HashEmbedder(), vector_index_min_rows=vector_index_min_rows
+        )
+        upkeep = search.upkeep = TimedUpkeep(tables["search"], search.upkeep.jobs)
+        summary = LanceSummarySink(tables["videos"])
+        search.open()
+        summary.open()
+        if not policy.index_upkeep:
+            search.refresh()  # the full-text index of the empty table, then none
+            upkeep.jobs.clear()
+        return cls(search, summary, upkeep, tables)
+
+
+def run_policy(name: str, policy: Policy, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The stream written under ``policy``: its timeline of snapshots and its totals."""
+    sinks = Sinks.opened(root, policy, args.vector_index_min_rows)
+    stream = Stream(args.rows_per_commit)
+    every = max(1, args.commits // SNAPSHOTS)
+    write_s, window_s, batches = 0.0, 0.0, 0
+    timeline = []
+    warnings, loggers = WarningCount(), [logging.getLogger(n) for n in UPKEEP_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(warnings)
+    try:
+        for step in range(args.commits):
+            started = time.perf_counter()
+            sinks.search.write_partial([stream.part(step)])
+            batch = stream.finished_batch(step)
+            if batch:
+                sinks.search.write(batch)
+                sinks.summary.write(batch)
+                batches += 1
+            window_s += time.perf_counter() - started
+            if (step + 1) % every == 0 or step + 1 == args.commits:
+                sinks.upkeep.wait_idle(60.0)
+                snapshot = _snapshot(sinks, stream, step + 1, args.reads)
+                # Compaction included, the background index passes not.
+                snapshot["write_ms_per_step"] = round(1000 * window_s / (step % every + 1), 1)
+                timeline.append(snapshot)
+                write_s, window_s = write_s + window_s, 0.0
+                print(f"{name}: {_progress(snapshot)}", flush=True)
+        sinks.upkeep.wait_idle(60.0)
+        compact_s = sum(sum(t.compact_s) for t in sinks.tables.values())
+        totals = {
+            "commits": {"search": args.commits + batches, "videos": batches},
+            "compactions": {n: t.compactions() for n, t in sinks.tables.items()},
+            "commit_s": round(write_s - compact_s, 2),
+            "compaction_s": round(compact_s, 2),
+            "index_upkeep_s": round(sinks.upkeep.busy_s, 2),
+            "failed_upkeep": dict(warnings.counts),
+        }
+        if name == "defaults":
+            totals["after_retention"] = _aged(sinks)
+    finally:
+        sinks.search.close()
+        for logger in loggers:
+            logger.removeHandler(warnings)
+    return {"policy": policy.__dict__, "timeline": timeline, **totals}
+
+
+def _snapshot(sinks: Sinks, stream: Stream, commits: int, reads: int) -> dict[str, Any]:
+    rng = np.random.default_rng(commits)
+    videos = stream.finished or ["video-000000"]
+    queries = latency_queries(rng, reads)
+
+    def pick() -> str:
+        return videos[int(rng.integers(len(videos)))]
+
+    calls: dict[str, Callable[[int], object]] = {
+        "video_row": lambda _: sinks.summary.video_row(pick()),
+        "tenant_videos": lambda i: sinks.summary.video_rows(tenant=f"tenant-{i % TENANTS}"),
+        "video_segments": lambda _: sinks.search.table.rows(
+            filter=f"video_id = {sql_string(pick())}", columns=["segment", "text"]
+        ),
+        "text_search": lambda i: sinks.search.search(queries[i], method="text"),
+        "vector_search": lambda i: sinks.search.search(
+            queries[i], method="vector", where=SearchFilter(tenant=f"tenant-{i % TENANTS}")
+        ),
+    }
+    return {
+        "commits": commits,
+        "tables": {name: _shape(table) for name, table in sinks.tables.items()},
+        "reads_ms": {kind: _timed(calls[kind], reads) for kind in READS},
+    }
+
+
+def _shape(table: LanceTable) -> dict[str, Any]:
+    dataset = table.open()
+    if dataset is None:
+        return {}
+    rows = dataset.count_rows()
+    indexed = {i.name: int(i.num_rows_indexed) for i in dataset.describe_indices()}
+    return {
+        "rows": rows,
+        "fragments": len(dataset.get_fragments()),
+        "versions": len(dataset.versions()),
+        "bytes": sum(p.stat().st_size for p in Path(table.uri).rglob("*") if p.is_file()),
+        "unindexed_rows": {name: rows - covered for name, covered in indexed.items()},
+    }
+
+
+def _aged(sinks: Sinks) -> dict[str, Any]:
+    """Each table once its versions are older than the retention: cleaned up as ``compact``
+    cleans, with a retention of nothing."""
+    shapes = {}
+    for name, table in sinks.tables.items():
+        dataset = table.open()
+        if dataset is not None:
+            dataset.cleanup_old_versions(older_than=timedelta(0))
+        shapes[name] = _shape(table)
+    return shapes
+
+
+def _timed(call: Callable[[int], object], samples: int) -> dict[str, float]:
+    """The mean and p95 milliseconds of ``call``, after one call untimed (caches)."""
+    call(0)
+    seconds = []
+    for i in range(samples):
+        started = time.perf_counter()
+        call(i)
+        seconds.append(time.perf_counter() - started)
+    ms = np.asarray(seconds) * 1000
+    return {"mean": round(float(ms.mean()), 2), "p95": round(float(np.percentile(ms, 95)), 2)}
+
+
+def _progress(snapshot: dict[str, Any]) -> str:
+    shapes = [f"{n} {s['fragments']}f {s['versions']}v" for n, s in snapshot["tables"].items()]
+    reads = [f"{k} {v['p95']}" for k, v in snapshot["reads_ms"].items()]
+    return f"{snapshot['commits']} commits, {', '.join(shapes)}; p95 ms {', '.join(reads)}"
+
+
+def headline(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The end of each run side by side, under flat keys."""
+    out: dict[str, Any] = {}
+    for name, run in runs.items():
+        end = run["timeline"][-1]
+        out[f"reads_p95_ms_{name}"] = {k: v["p95"] for k, v in end["reads_ms"].items()}
+        out[f"reads_mean_ms_{name}"] = {k: v["mean"] for k, v in end["reads_ms"].items()}
+        # The end may fall anywhere in a compaction cycle: the run's typical p95 as well.
+        out[f"reads_p95_ms_run_median_{name}"] = {
+            k: round(float(np.median([s["reads_ms"][k]["p95"] for s in run["timeline"]])), 2)
+            for k in READS
+        }
+        for key in ("fragments", "versions", "bytes"):
+            out[f"{key}_{name}"] = {t: s[key] for t, s in end["tables"].items()}
+        upkeep = run["compaction_s"] + run["index_upkeep_s"]
+        total = max(1e-9, run["commit_s"] + upkeep)
+        out[f"write_s_{name}"] = round(total, 2)
+        out[f"upkeep_share_of_write_time_{name}"] = round(upkeep / total, 4)
+        out[f"compaction_share_of_write_time_{name}"] = round(run["compaction_s"] / total, 4)
+        steps = [s["write_ms_per_step"] for s in run["timeline"]]
+        out[f"write_ms_per_step_{name}"] = {"first": steps[0], "last": steps[-1]}
+        out[f"failed_upkeep_{name}"] = run["failed_upkeep"]
+    if "no_upkeep" in runs and "defaults" in runs:
+        for key in ("read_speedup", "read_speedup_run_median"):
+            suffix = key.removeprefix("read_speedup")
+            slow = out[f"reads_p95_ms{suffix}_no_upkeep"]
+            fast = out[f"reads_p95_ms{suffix}_defaults"]
+            out[key] = {k: round(slow[k] / max(fast[k], 1e-3), 2) for k in READS}
+        aged, end = runs["defaults"]["after_retention"], runs["defaults"]["timeline"][-1]
+        out["bytes_defaults_after_retention"] = {t: s["bytes"] for t, s in aged.items()}
+        out["versions_defaults_after_retention"] = {t: s["versions"] for t, s in aged.items()}
+        # What each version younger than the retention holds on disk: manifests, and the
+        # files that compaction and later commits superseded.
+        out["bytes_per_retained_version_defaults"] = {
+            t: round((s["bytes"] - aged[t]["bytes"]) / max(1, s["versions"] - 1))
+            for t, s in end["tables"].items()
+        }
+    return out
+
+
+def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    runs = {name: run_policy(name, policy, root / name, args) for name, policy in POLICIES.items()}
+    inputs = {**vars(args), "chunks_per_video": CHUNKS, "videos_per_batch": VIDEOS_PER_BATCH}
+    return {"inputs": inputs, "headline": headline(runs), "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.quick:
+        args.commits, args.reads, args.vector_index_min_rows = 200, 5, 1000
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    workdir = None if args.workdir is None else Path(args.workdir)
+    report = in_workdir(lambda root: measure(args, root), workdir, "rs-lance-upkeep-")
+    write_json(Path(args.json), report)
+    for key, value in report["headline"].items():
+        print(f"{key}: {value}")
+    print(f"wrote {args.json}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", required=True, help="where to write the report")
+    parser.add_argument("--commits", type=int, default=1000, help="partial writes per policy")
+    parser.add_argument("--rows-per-commit", type=int, default=8)
+    parser.add_argument("--reads", type=int, default=20, help="timed reads of each kind")
+    parser.add_argument(
+        "--vector-index-min-rows",
+        type=int,
+        default=4000,
+        help="below the service's default, so that the run's table gets a vector index early",
+    )
+    parser.add_argument("--workdir", help="keep the tables here (default: a temporary folder)")
+    parser.add_argument("--quick", action="store_true", help="200 commits, 5 reads of each")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

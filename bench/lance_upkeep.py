@@ -2,28 +2,21 @@
 
     python -m bench.lance_upkeep --json OUT [--commits 1000] [--rows-per-commit 8] [--quick]
 
-A streaming service commits often: each chunk of a video in analysis is merged into the search
-table once it is done (``write_partial``), and every few finished videos are upserted into every
-table (``write``). Each commit adds a fragment, a manifest and often deletion files.
-``LanceTable`` compacts every ``storage.lance_compact_every`` commits, then drops versions older
-than ``storage.lance_keep_versions_s``; ``IndexUpkeep`` folds new rows into the search indexes in
-the background. The same writes go through the real sinks (``LanceSearchIndex``,
-``LanceSummarySink``) under each policy:
-
-- ``no_upkeep``: no compaction; the full-text index built once on the empty table (a full-text
-  query needs one to exist) and never refreshed; no vector index;
-- ``defaults``: the settings' defaults, indexes kept as the service keeps them;
-- ``frequent``: compaction every ``FREQUENT_COMPACT_EVERY`` commits, versions kept
-  ``FREQUENT_KEEP_S`` seconds.
-
-``--commits`` partial writes of ``--rows-per-commit`` segments; every ``CHUNKS`` finish a video,
-and every ``VIDEOS_PER_BATCH`` finished videos are written to both tables. After every tenth of
-the commits, each table's fragments, versions and bytes on disk, and the latency of the reads
-the service makes (``READS``). A run shorter than the defaults' retention keeps every version:
-at the end the defaults' tables are cleaned up with none, to show what it frees once they age.
+In a streaming service each chunk of a video in analysis is merged into the search table once
+it is done (``write_partial``), and every few finished videos are upserted into every table
+(``write``): each commit adds a fragment, a manifest and often deletion files. ``LanceTable``
+compacts every ``storage.lance_compact_every`` commits and drops versions older than
+``storage.lance_keep_versions_s``; ``IndexUpkeep`` refreshes the search indexes in the
+background. The same writes (``CHUNKS`` parts of ``--rows-per-commit`` segments per video,
+``VIDEOS_PER_BATCH`` videos per final write) go through ``LanceSearchIndex`` and
+``LanceSummarySink`` under each of ``POLICIES``: none (the full-text index, without which a
+full-text query finds nothing, built on the empty table only), the defaults, and more frequent.
+After every tenth of the commits: each table's fragments, versions, bytes on disk and the
+latency of ``READS``. A run shorter than the retention keeps every version: at the end the
+defaults' tables are cleaned up with none, to show what it frees once the versions age.
 
 Vectors come from a hash of the text, not a model: their values change nothing a commit or a
-scan costs, and a model would spend more time embedding than the tables take.
+scan costs, and a model would take longer than the tables.
 """
 
 from __future__ import annotations
@@ -33,7 +26,7 @@ import logging
 import sys
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,7 +40,7 @@ from core.config import StorageSettings
 from core.records import Frame, OcrLine, ProbeInfo, Vector, VideoRef, VideoResult
 from core.search import SearchFilter
 from models.base import TextEmbeddingModel
-from sinks.indexes import IndexJob, IndexUpkeep
+from sinks.indexes import IndexUpkeep
 from sinks.lance import LanceSummarySink
 from sinks.lance_table import LanceTable, sql_string, table_uri
 from sinks.search import LanceSearchIndex
@@ -104,40 +97,32 @@ class HashEmbedder(TextEmbeddingModel):
 
 
 class TimedTable(LanceTable):
-    """A table that records each compaction's seconds and bytes of data files written."""
+    """A table that records how long each of its compactions takes."""
 
     def __init__(self, uri: str, policy: Policy) -> None:
         super().__init__(
             uri, compact_every=policy.compact_every, keep_versions_s=policy.keep_versions_s
         )
         self.compact_s: list[float] = []
-        self.compact_bytes: list[int] = []
 
     def compact(self) -> None:
-        data = Path(self.uri) / "data"
-        before = set(data.iterdir())
         started = time.perf_counter()
         super().compact()
         self.compact_s.append(time.perf_counter() - started)
-        self.compact_bytes.append(sum(p.stat().st_size for p in set(data.iterdir()) - before))
 
-    def compactions(self) -> dict[str, Any]:
-        """How many, and the mean and last one's milliseconds and MiB of data written."""
+    def compactions(self) -> dict[str, int]:
         ms = [round(1000 * s) for s in self.compact_s] or [0]
-        mib = [round(b / 2**20, 2) for b in self.compact_bytes] or [0.0]
         return {
             "count": len(self.compact_s),
-            "ms": {"mean": round(sum(ms) / len(ms)), "last": ms[-1]},
-            "mib_written": {"mean": round(sum(mib) / len(mib), 2), "last": mib[-1]},
+            "mean_ms": round(sum(ms) / len(ms)),
+            "last_ms": ms[-1],
         }
 
 
 class TimedUpkeep(IndexUpkeep):
     """Index upkeep that adds up the time its passes take (they run in its own thread)."""
 
-    def __init__(self, table: LanceTable, jobs: Sequence[IndexJob]) -> None:
-        super().__init__(table, jobs)
-        self.busy_s = 0.0
+    busy_s = 0.0
 
     def run_now(self) -> None:
         if not self.jobs:
@@ -225,9 +210,8 @@ class Sinks:
         return cls(search, summary, upkeep, tables)
 
 
-def run_policy(name: str, policy: Policy, root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """The stream written under ``policy``: its timeline of snapshots and its totals."""
-    sinks = Sinks.opened(root, policy, args.vector_index_min_rows)
+def run_policy(name: str, sinks: Sinks, args: argparse.Namespace) -> tuple[dict[str, Any], Stream]:
+    """The stream written to ``sinks``: its timeline of snapshots and its totals."""
     stream = Stream(args.rows_per_commit)
     every = max(1, args.commits // SNAPSHOTS)
     write_s, window_s, batches = 0.0, 0.0, 0
@@ -247,12 +231,13 @@ def run_policy(name: str, policy: Policy, root: Path, args: argparse.Namespace) 
             window_s += time.perf_counter() - started
             if (step + 1) % every == 0 or step + 1 == args.commits:
                 sinks.upkeep.wait_idle(60.0)
-                snapshot = _snapshot(sinks, stream, step + 1, args.reads)
+                snapshot = _snapshot(sinks, stream.finished, step + 1, args.reads)
                 # Compaction included, the background index passes not.
                 snapshot["write_ms_per_step"] = round(1000 * window_s / (step % every + 1), 1)
                 timeline.append(snapshot)
                 write_s, window_s = write_s + window_s, 0.0
-                print(f"{name}: {_progress(snapshot)}", flush=True)
+                shapes = {t: (s["fragments"], s["versions"]) for t, s in snapshot["tables"].items()}
+                print(f"{name}: {step + 1} commits, (fragments, versions) {shapes}", flush=True)
         sinks.upkeep.wait_idle(60.0)
         compact_s = sum(sum(t.compact_s) for t in sinks.tables.values())
         totals = {
@@ -269,18 +254,32 @@ def run_policy(name: str, policy: Policy, root: Path, args: argparse.Namespace) 
         sinks.search.close()
         for logger in loggers:
             logger.removeHandler(warnings)
-    return {"policy": policy.__dict__, "timeline": timeline, **totals}
+    return {"timeline": timeline, **totals}, stream
 
 
-def _snapshot(sinks: Sinks, stream: Stream, commits: int, reads: int) -> dict[str, Any]:
-    rng = np.random.default_rng(commits)
-    videos = stream.finished or ["video-000000"]
+def _snapshot(sinks: Sinks, videos: list[str], commits: int, reads: int) -> dict[str, Any]:
+    calls = _read_calls(sinks, videos, commits, reads)
+    return {
+        "commits": commits,
+        "tables": {name: _shape(table) for name, table in sinks.tables.items()},
+        "reads_ms": _timed({"": calls}, reads)[""],
+    }
+
+
+Reads = dict[str, Callable[[int], object]]
+
+
+def _read_calls(sinks: Sinks, videos: list[str], seed: int, reads: int) -> Reads:
+    """Each of ``READS`` as a call of its ``i``-th sample: the same videos and queries for
+    the same seed."""
+    rng = np.random.default_rng(seed)
+    videos = videos or ["video-000000"]
     queries = latency_queries(rng, reads)
 
     def pick() -> str:
         return videos[int(rng.integers(len(videos)))]
 
-    calls: dict[str, Callable[[int], object]] = {
+    return {
         "video_row": lambda _: sinks.summary.video_row(pick()),
         "tenant_videos": lambda i: sinks.summary.video_rows(tenant=f"tenant-{i % TENANTS}"),
         "video_segments": lambda _: sinks.search.table.rows(
@@ -290,11 +289,6 @@ def _snapshot(sinks: Sinks, stream: Stream, commits: int, reads: int) -> dict[st
         "vector_search": lambda i: sinks.search.search(
             queries[i], method="vector", where=SearchFilter(tenant=f"tenant-{i % TENANTS}")
         ),
-    }
-    return {
-        "commits": commits,
-        "tables": {name: _shape(table) for name, table in sinks.tables.items()},
-        "reads_ms": {kind: _timed(calls[kind], reads) for kind in READS},
     }
 
 
@@ -325,22 +319,27 @@ def _aged(sinks: Sinks) -> dict[str, Any]:
     return shapes
 
 
-def _timed(call: Callable[[int], object], samples: int) -> dict[str, float]:
-    """The mean and p95 milliseconds of ``call``, after one call untimed (caches)."""
-    call(0)
-    seconds = []
-    for i in range(samples):
-        started = time.perf_counter()
-        call(i)
-        seconds.append(time.perf_counter() - started)
-    ms = np.asarray(seconds) * 1000
+def _timed(calls: dict[str, Reads], samples: int) -> dict[str, dict[str, dict[str, float]]]:
+    """The mean and p95 milliseconds of each read of each set of ``calls``, after one call
+    untimed (caches). The sets take turns, so that a slow spell of the machine falls on all."""
+    seconds: dict[str, dict[str, list[float]]] = {name: {} for name in calls}
+    for kind in READS:
+        for reads in calls.values():
+            reads[kind](0)
+        for i in range(samples):
+            for name, reads in calls.items():
+                started = time.perf_counter()
+                reads[kind](i)
+                seconds[name].setdefault(kind, []).append(time.perf_counter() - started)
+    return {
+        name: {kind: _ms(values) for kind, values in kinds.items()}
+        for name, kinds in seconds.items()
+    }
+
+
+def _ms(seconds: list[float]) -> dict[str, float]:
+    ms = 1000 * np.asarray(seconds)
     return {"mean": round(float(ms.mean()), 2), "p95": round(float(np.percentile(ms, 95)), 2)}
-
-
-def _progress(snapshot: dict[str, Any]) -> str:
-    shapes = [f"{n} {s['fragments']}f {s['versions']}v" for n, s in snapshot["tables"].items()]
-    reads = [f"{k} {v['p95']}" for k, v in snapshot["reads_ms"].items()]
-    return f"{snapshot['commits']} commits, {', '.join(shapes)}; p95 ms {', '.join(reads)}"
 
 
 def headline(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -348,8 +347,7 @@ def headline(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, run in runs.items():
         end = run["timeline"][-1]
-        out[f"reads_p95_ms_{name}"] = {k: v["p95"] for k, v in end["reads_ms"].items()}
-        out[f"reads_mean_ms_{name}"] = {k: v["mean"] for k, v in end["reads_ms"].items()}
+        out[f"reads_p95_ms_{name}"] = {k: v["p95"] for k, v in run["reads_ms_at_end"].items()}
         # The end may fall anywhere in a compaction cycle: the run's typical p95 as well.
         out[f"reads_p95_ms_run_median_{name}"] = {
             k: round(float(np.median([s["reads_ms"][k]["p95"] for s in run["timeline"]])), 2)
@@ -365,26 +363,35 @@ def headline(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         steps = [s["write_ms_per_step"] for s in run["timeline"]]
         out[f"write_ms_per_step_{name}"] = {"first": steps[0], "last": steps[-1]}
         out[f"failed_upkeep_{name}"] = run["failed_upkeep"]
-    if "no_upkeep" in runs and "defaults" in runs:
-        for key in ("read_speedup", "read_speedup_run_median"):
-            suffix = key.removeprefix("read_speedup")
-            slow = out[f"reads_p95_ms{suffix}_no_upkeep"]
-            fast = out[f"reads_p95_ms{suffix}_defaults"]
-            out[key] = {k: round(slow[k] / max(fast[k], 1e-3), 2) for k in READS}
-        aged, end = runs["defaults"]["after_retention"], runs["defaults"]["timeline"][-1]
-        out["bytes_defaults_after_retention"] = {t: s["bytes"] for t, s in aged.items()}
-        out["versions_defaults_after_retention"] = {t: s["versions"] for t, s in aged.items()}
-        # What each version younger than the retention holds on disk: manifests, and the
-        # files that compaction and later commits superseded.
-        out["bytes_per_retained_version_defaults"] = {
-            t: round((s["bytes"] - aged[t]["bytes"]) / max(1, s["versions"] - 1))
-            for t, s in end["tables"].items()
-        }
+    for key in ("read_speedup", "read_speedup_run_median"):
+        suffix = key.removeprefix("read_speedup")
+        slow = out[f"reads_p95_ms{suffix}_no_upkeep"]
+        fast = out[f"reads_p95_ms{suffix}_defaults"]
+        out[key] = {k: round(slow[k] / max(fast[k], 1e-3), 2) for k in READS}
+    aged, end = runs["defaults"]["after_retention"], runs["defaults"]["timeline"][-1]
+    out["bytes_defaults_after_retention"] = {t: s["bytes"] for t, s in aged.items()}
+    out["versions_defaults_after_retention"] = {t: s["versions"] for t, s in aged.items()}
+    # What each version younger than the retention holds on disk: manifests, and the
+    # files that compaction and later commits superseded.
+    out["bytes_per_retained_version_defaults"] = {
+        t: round((s["bytes"] - aged[t]["bytes"]) / max(1, s["versions"] - 1))
+        for t, s in end["tables"].items()
+    }
     return out
 
 
 def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    runs = {name: run_policy(name, policy, root / name, args) for name, policy in POLICIES.items()}
+    runs: dict[str, dict[str, Any]] = {}
+    calls: dict[str, Reads] = {}
+    for name, policy in POLICIES.items():
+        sinks = Sinks.opened(root / name, policy, args.vector_index_min_rows)
+        run, stream = run_policy(name, sinks, args)
+        runs[name] = {"policy": policy.__dict__, **run}
+        calls[name] = _read_calls(sinks, stream.finished, args.commits, args.reads)
+    # The tables as the runs left them, read side by side: the timelines' reads, each taken
+    # in its own run, may meet the machine in another mood.
+    for name, reads in _timed(calls, args.reads).items():
+        runs[name]["reads_ms_at_end"] = reads
     inputs = {**vars(args), "chunks_per_video": CHUNKS, "videos_per_batch": VIDEOS_PER_BATCH}
     return {"inputs": inputs, "headline": headline(runs), "runs": runs}
 
@@ -392,7 +399,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.quick:
-        args.commits, args.reads, args.vector_index_min_rows = 200, 5, 1000
+        args.commits, args.reads, args.vector_index_min_rows = 160, 5, 1000
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     workdir = None if args.workdir is None else Path(args.workdir)
     report = in_workdir(lambda root: measure(args, root), workdir, "rs-lance-upkeep-")
@@ -416,7 +423,7 @@ def _parser() -> argparse.ArgumentParser:
         help="below the service's default, so that the run's table gets a vector index early",
     )
     parser.add_argument("--workdir", help="keep the tables here (default: a temporary folder)")
-    parser.add_argument("--quick", action="store_true", help="200 commits, 5 reads of each")
+    parser.add_argument("--quick", action="store_true", help="160 commits, 5 reads of each")
     return parser
 
 

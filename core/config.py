@@ -113,7 +113,10 @@ class StorageSettings(BaseSettings):
     commit_retries: int = Field(default=5, ge=0)  # Lance commit conflicts retried per write
     vector_index_min_rows: int = Field(default=10_000, ge=1)  # exact search below, ANN above
     lance_compact_every: int = Field(default=64, ge=0)  # commits between compactions; 0: never
-    lance_keep_versions_s: float = Field(default=3600.0, ge=0)  # older versions are removed
+    # Versions older than this are removed at each compaction: every read opens the latest,
+    # so this only needs to outlast the longest read (an hour kept ~10x the live data on disk:
+    # bench.lance_upkeep).
+    lance_keep_versions_s: float = Field(default=600.0, ge=0)
     # One writer per Lance root, enforced by a Redis lease with a fencing token, checked before
     # every commit (sinks/writer_lease.py). Off only where nothing else can write the tables.
     writer_lease: bool = True

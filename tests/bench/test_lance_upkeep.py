@@ -31,12 +31,16 @@ def test_quick_run_bounds_fragments_and_versions_only_with_upkeep(tmp_path: Path
     commits = runs["no_upkeep"]["commits"]
     assert all(run["commits"] == commits for run in runs.values())
 
-    # Compaction runs every ``compact_every`` commits of a table, and only there.
+    # Compaction runs every ``compact_every`` commits of a table, or sooner (an eighth of them
+    # at least after the last) once the table has piled up fragments; never with it off.
     for run in runs.values():
         every = run["policy"]["compact_every"]
         for table in TABLES:
-            expected = commits[table] // every if every else 0
-            assert run["compactions"][table]["count"] == expected
+            count = run["compactions"][table]["count"]
+            if not every:
+                assert count == 0
+            else:
+                assert commits[table] // every <= count <= commits[table] // max(1, every // 8)
 
     # Without it, every final write leaves a fragment for good; with it, they stay few.
     plain = _fragments(runs["no_upkeep"], "search")

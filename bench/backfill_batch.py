@@ -39,7 +39,6 @@ def throughput(videos: int, seconds: float, cache: Path) -> dict[str, Any]:
         "raydata_backfill_efficiency": batch.get("efficiency"),
         "streaming_efficiency": stream.get("efficiency"),
         "backfill_vs_streaming": _ratio(batch.get("videos_per_min"), stream.get("videos_per_min")),
-        "raydata_backfill_job_wall_s": batch.get("extra", {}).get("job_wall_s"),
         "report": str(out),
     }
 

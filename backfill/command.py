@@ -100,10 +100,11 @@ def _config(args: argparse.Namespace) -> ServiceConfig:
     state = None if args.config else read_state(args.workdir)
     if state is not None and "redis" in state:
         config = stack_config(args.workdir, state, config)
-    if args.workers:
-        config = config.model_copy(
-            update={"backfill": config.backfill.model_copy(update={"workers": args.workers})}
-        )
+    given = {"workers": args.workers, "notify": args.notify}
+    update = {name: value for name, value in given.items() if value is not None}
+    if update:
+        backfill = config.backfill.model_copy(update=update)
+        config = config.model_copy(update={"backfill": backfill})
     return config
 
 
@@ -116,11 +117,10 @@ def _on_ray_data(args: argparse.Namespace, config: ServiceConfig) -> int:
     except OSError as exc:
         print(f"reelsense backfill: cannot read the source: {exc}", file=sys.stderr)
         return 2
-    notify = config.backfill.notify if args.notify is None else args.notify
     summary = RunSummary(skipped=skipped)
     if not args.dry_run:
-        summary = run_backfill(items, config, notify=notify, progress=not args.json, into=summary)
-    report = {**summary.as_dict(), "selected": len(items), "notify": notify}
+        summary = run_backfill(items, config, progress=not args.json, into=summary)
+    report = {**summary.as_dict(), "selected": len(items), "notify": config.backfill.notify}
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -12,7 +12,6 @@ and started again: what is done is skipped, what was under way resumes where it 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +25,6 @@ from backfill.worker import BackfillWorker
 from core.config import ServiceConfig
 from runtime.cluster import ray_connection
 
-log = logging.getLogger(__name__)
-
 _MAX_BLOCKS = 10_000  # one video per block up to this many (Ray Data's own limits beyond)
 
 
@@ -35,12 +32,12 @@ def run_backfill(
     items: list[BackfillItem],
     config: ServiceConfig,
     *,
-    notify: bool,
     progress: bool = True,
     into: RunSummary | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunSummary:
-    """Process ``items`` on Ray Data (a local Ray, or ``ray.address``); their outcomes added
+    """Process ``items`` on Ray Data (a local Ray, or ``ray.address``), notifying as
+    ``backfill.notify`` says; their outcomes added
     to ``into``, and each video's outcome row (``backfill.worker.OUTCOME_COLUMNS``) given to
     ``on_row`` as it comes."""
     summary = into or RunSummary()
@@ -55,7 +52,7 @@ def run_backfill(
         videos = ray.data.from_items(rows, override_num_blocks=min(len(rows), _MAX_BLOCKS))
         outcomes = videos.map_batches(
             BackfillWorker,
-            fn_constructor_kwargs={"config_json": config.to_replica_json(), "notify": notify},
+            fn_constructor_kwargs={"config_json": config.to_replica_json()},
             batch_size=1,
             compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
             num_cpus=settings.worker_cpus,

@@ -10,22 +10,30 @@ from backfill.sources import Skipped
 
 
 @dataclass
-class Summary:
-    """A backfill through the service: events sent, and the source's entries skipped."""
+class Skips:
+    """The source's entries that were not videos to process, each with where and why."""
 
-    sent: int = 0
     skipped: list[Skipped] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def skipped_report(self) -> dict[str, Any]:
         return {
-            "sent": self.sent,
             "skipped": len(self.skipped),
             "skipped_entries": [{"where": s.where, "reason": s.reason} for s in self.skipped],
         }
 
 
 @dataclass
-class RunSummary(Summary):
+class Summary(Skips):
+    """A backfill through the service: events sent, and the source's entries skipped."""
+
+    sent: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sent": self.sent, **self.skipped_report()}
+
+
+@dataclass
+class RunSummary(Skips):
     """A backfill run here: each video's outcome, the failures' reasons, frames decoded."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -44,8 +52,6 @@ class RunSummary(Summary):
             )
 
     def as_dict(self) -> dict[str, Any]:
-        skipped = super().as_dict()
-        del skipped["sent"]
         return {
             "done": self.outcomes["done"],
             # settled before this run, by the service or an earlier run
@@ -54,5 +60,5 @@ class RunSummary(Summary):
             "failures": self.failed,
             "frames_decoded": self.frames_decoded,
             "workers": self.workers,
-            **skipped,
+            **self.skipped_report(),
         }

@@ -35,7 +35,7 @@ OUTCOME_COLUMNS = ("video_id", "where", "outcome", "reason", "frames_decoded", "
 class BackfillWorker:
     """Processes the videos of each batch it is given, one after the other."""
 
-    def __init__(self, config_json: str, notify: bool) -> None:
+    def __init__(self, config_json: str) -> None:
         config = ServiceConfig.model_validate_json(config_json)
         self._loop = asyncio.new_event_loop()
         self._executor = LocalExecutor(config)
@@ -47,7 +47,7 @@ class BackfillWorker:
             chunks=ChunkStore(object_store_from_uri(storage.object_store_uri, storage)),
             lineage=Pipeline.from_config(config).lineage,
             settings=config.runtime,
-            quiet_lanes=frozenset() if notify else frozenset({BULK_LANE}),
+            quiet_lanes=config.backfill.quiet_lanes,
         )
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:

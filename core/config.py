@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.description import DESCRIPTION_PROMPT
 from core.errors import PermanentError
+from core.records import BULK_LANE
 from core.stage_names import DECODE, FETCH, FUSABLE
 
 log = logging.getLogger(__name__)
@@ -439,6 +440,11 @@ class BackfillSettings(BaseSettings):
     worker_cpus: float = Field(default=1.0, gt=0)  # CPUs each actor reserves
     # GPUs each actor reserves: the actor runs every stage, the VLM included when one is set.
     worker_gpus: float = Field(default=0.0, ge=0)
+
+    @property
+    def quiet_lanes(self) -> frozenset[str]:
+        """The lanes whose videos notify nobody: bulk work, unless ``notify``."""
+        return frozenset() if self.notify else frozenset({BULK_LANE})
 
 
 class InsecureConfig(PermanentError):

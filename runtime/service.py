@@ -22,7 +22,7 @@ from consumers.errors import InvalidEvent
 from consumers.events import VideoUploaded
 from consumers.kafka import KafkaVideoConsumer
 from core.config import ServiceConfig
-from core.records import BULK_LANE, VideoRef
+from core.records import VideoRef
 from notify.delivery_log import RedisDeliveryLog
 from notify.dispatcher import NotificationDispatcher
 from notify.status_topic import StatusTopicPublisher
@@ -98,8 +98,7 @@ class ReelsenseService:
             ),
             lineage=self.pipeline.lineage,
             settings=config.runtime,
-            # Bulk work (backfills) tells nobody unless backfill.notify says so.
-            quiet_lanes=frozenset() if config.backfill.notify else frozenset({BULK_LANE}),
+            quiet_lanes=config.backfill.quiet_lanes,
         )
         self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor))
         self._dispatcher = NotificationDispatcher(

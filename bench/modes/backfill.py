@@ -55,7 +55,7 @@ def run(spec: RunSpec) -> ModeResult:
         )
         started = now()
         if spec.warmup:
-            run_backfill(_items([("warmup", spec.warmup)]), config, notify=False, progress=False)
+            run_backfill(_items([("warmup", spec.warmup)]), config, progress=False)
         warm = now()
         taken: list[float] = []
         done: dict[str, float] = {}
@@ -70,8 +70,8 @@ def run(spec: RunSpec) -> ModeResult:
         if setting.get("done_without_speech"):  # finished once already, before speech was on
             asr = config.asr.model_copy(update={"enabled": False})
             before = config.model_copy(update={"asr": asr})
-            run_backfill(_items(videos), before, notify=False, progress=False)
-        summary = run_backfill(_items(videos), config, notify=False, progress=False, on_row=took)
+            run_backfill(_items(videos), before, progress=False)
+        summary = run_backfill(_items(videos), config, progress=False, on_row=took)
         ended = now()
     frames = lance.dataset(str(workdir / "lance" / "frames.lance")).count_rows(
         filter="video_id != 'warmup'"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
 
 import ray
 from ray import serve
@@ -30,13 +31,9 @@ class RayExecutor(StageExecutor):
         """``stages``: stage -> whether it is fused into the ingest replicas. ``split_over``:
         the ingest replicas a video alone may be split over (``runtime.pools.split``)."""
         self._ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
-        # On this process's node: the credits are this process's alone, and Ray would place
-        # them on any node of a cluster (they ask for no CPU), whose loss would then fail
-        # every video this process decodes from that moment on.
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self._credits = ChunkCredits.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]
+        self._credits: Any | None = None
         self._split = SplitIngest(
-            self._ingest, self._credits, ahead=decode_ahead, replicas=split_over
+            self._ingest, self._chunk_credits, ahead=decode_ahead, replicas=split_over
         )
         self._writer = serve.get_deployment_handle(WRITER, app_name=POOLS_APP)
         self._pools = {
@@ -66,6 +63,19 @@ class RayExecutor(StageExecutor):
         stages = serve.get_app_handle(POOLS_APP).remote().result(timeout_s=120)
         return cls(stages, **(_options(config) if config else {}))
 
+    def _chunk_credits(self) -> Any:
+        """The actor that paces decoding, started with the first paced call: with every image
+        stage fused into the decoder (the ``per_core`` profile) no call is paced, and an idle
+        actor still costs a process its periodic work."""
+        if self._credits is None:
+            # On this process's node: the credits are this process's alone, and Ray would place
+            # them on any node of a cluster (they ask for no CPU), whose loss would then fail
+            # every video this process decodes from that moment on.
+            node = ray.get_runtime_context().get_node_id()
+            here = NodeAffinitySchedulingStrategy(node, soft=False)
+            self._credits = ChunkCredits.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]
+        return self._credits
+
     async def ingest(
         self,
         ref: VideoRef,
@@ -92,7 +102,7 @@ class RayExecutor(StageExecutor):
         return await self._stage(stage, ticket)
 
     def release(self, ticket: PooledChunk) -> None:
-        if ticket.stream:
+        if ticket.stream and self._credits is not None:
             self._credits.release.remote(ticket.stream, ticket.index)
 
     async def embed(self, chunk: Chunk) -> Chunk:
@@ -136,7 +146,8 @@ class RayExecutor(StageExecutor):
         return found
 
     async def close(self) -> None:
-        ray.kill(self._credits)
+        if self._credits is not None:
+            ray.kill(self._credits)
 
 
 def _options(config: ServiceConfig) -> dict[str, int]:

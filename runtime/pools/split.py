@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -98,8 +98,15 @@ class SplitIngest:
     """The ingest side of ``RayExecutor``: opens the calls of a video and merges them."""
 
     def __init__(
-        self, handle: DeploymentHandle, credits: Any, *, ahead: int, replicas: int
+        self,
+        handle: DeploymentHandle,
+        credits: Callable[[], Any],
+        *,
+        ahead: int,
+        replicas: int,
     ) -> None:
+        """``credits``: the ``ChunkCredits`` actor that paces calls, asked for by the first
+        paced call."""
         self._handle = handle
         self._credits = credits
         self._ahead = ahead
@@ -118,7 +125,7 @@ class SplitIngest:
         self, ref: VideoRef, start: ResumePoint | None, *, paced: bool, **options: Any
     ) -> IngestCall:
         self._open += 1
-        credits = self._credits if paced else None
+        credits = self._credits() if paced else None
         return IngestCall(self._handle, credits, self._ahead, ref, start, **options)
 
     async def ingest(

@@ -1,6 +1,7 @@
 """The pipeline benchmark: sequential vs Ray Data vs reelsense streaming, on the same videos.
 
-    python -m bench.pipeline [--quick] [--memory] [--speech] [--sample-mode shots] --json OUT
+    python -m bench.pipeline [--quick] [--memory] [--speech] [--sample-mode shots] [--skip-nonref]
+        --json OUT
 
 Writes OUT (JSON), OUT with .png (stage activity per replica over time, machine CPU below) and
 OUT with .md (the tables). Every mode runs in a process of its own, sampled from here for
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         videos=videos,
         chunk_frames=args.chunk_frames,
         sample_mode=args.sample_mode,
+        skip_nonref_frames=args.skip_nonref,
         speech=args.speech,
     )
     report: dict[str, Any] = {
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             "grain": args.grain,
             "speech": args.speech,
             "sample_mode": base.sample_mode,
+            "skip_nonref_frames": base.skip_nonref_frames,
             "sample_fps": base.sample_fps,
             "ocr_det_limit_side": base.ocr_det_limit_side,
             "chunk_frames": base.chunk_frames,
@@ -226,6 +229,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=("fps", "shots", "keyframes"),
         default="fps",
         help="stages.sample_mode (shots: one sample per 1/fps s and one at every shot start)",
+    )
+    parser.add_argument(
+        "--skip-nonref",
+        action="store_true",
+        help="stages.skip_nonref_frames: the decoder leaves out unreferenced frames (B-frames)",
     )
     parser.add_argument("--chunk-frames", type=int, default=8)
     parser.add_argument(

@@ -170,7 +170,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         "",
         f"{inputs.get('videos')} videos of {inputs.get('seconds')} s at {inputs.get('size')} "
         f"(grain {inputs.get('grain')}{', talking throughout' if inputs.get('speech') else ''}), "
-        f"{inputs.get('sample_fps')} frame/s sampled ({inputs.get('sample_mode', 'fps')}), "
+        f"{inputs.get('sample_fps')} frame/s sampled ({inputs.get('sample_mode', 'fps')}"
+        f"{', unreferenced frames not decoded' if inputs.get('skip_nonref_frames') else ''}), "
         "OCR detector "
         f"limit {inputs.get('ocr_det_limit_side')} px, {inputs.get('chunk_frames')} frames per "
         f"chunk; {report.get('machine', {}).get('cores')} cores, load average at start "

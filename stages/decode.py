@@ -12,6 +12,9 @@ Sampling modes:
 - ``keyframes``: the decoder skips everything but key frames (``skip_frame = NONKEY``), which
   is much cheaper; every key frame is a sample.
 
+With ``skip_nonref_frames`` the decoder leaves out the frames nothing refers to (most
+B-frames, ``skip_frame = NONREF``): samples and shots come from the frames it does decode.
+
 Shot boundaries are found on every decoded frame (unless ``shot_detection`` is off) and given
 to the next sample (``Frame.boundaries``). A sample whose picture repeats an earlier sample of
 the same chunk and shot gets ``repeat_of`` and no pixels: no stage analyses it, it takes the
@@ -40,6 +43,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
+from typing import Literal
 
 import av
 import numpy as np
@@ -142,6 +146,12 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
 
     def __init__(self, stages: StageSettings, limits: LimitSettings) -> None:
         self._mode = stages.sample_mode
+        # What the decoder leaves out (FFmpeg's ``skip_frame``).
+        self._skip_frame: Literal["NONKEY", "NONREF"] | None = None
+        if self._mode == "keyframes":
+            self._skip_frame = "NONKEY"
+        elif stages.skip_nonref_frames:
+            self._skip_frame = "NONREF"
         self._fps = stages.sample_fps
         self._chunk_frames = stages.chunk_frames
         self._chunk_mpix = stages.chunk_decode_mpix
@@ -188,6 +198,8 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
             params["chunk_decode_mpix"] = self._chunk_mpix
         if self._mode != "keyframes":
             params["sample_fps"] = self._fps
+        if self._skip_frame == "NONREF":
+            params["skip_nonref_frames"] = True
         if self._shots is not None:
             params["shots"] = dataclasses.asdict(self._shots)
         if self._repeat_max_change > 0:
@@ -259,8 +271,8 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         stream.thread_type = "AUTO"
         # FFmpeg would start one thread per core of the node; a replica gets a few at most.
         stream.codec_context.thread_count = self._threads
-        if self._mode == "keyframes":
-            stream.codec_context.skip_frame = "NONKEY"
+        if self._skip_frame is not None:
+            stream.codec_context.skip_frame = self._skip_frame
         size = self.chunk_size(video.probe)
         sampler = Sampler(self._fps, self._mode, resume)
         marks = ShotMarks(self._shots, self._repeat_max_change, self._thumbnail_side)

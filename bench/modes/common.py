@@ -46,6 +46,7 @@ class RunSpec:
     ocr_det_limit_side: int = 640
     chunk_frames: int = 8
     sample_mode: str = "fps"  # StageSettings.sample_mode
+    skip_nonref_frames: bool = False  # StageSettings.skip_nonref_frames
     speech: bool = False  # the videos talk: modes that need a stage of their own for it add one
     threads: str = "single"  # single | tuned | defaults (sequential modes)
     setting: dict[str, Any] = field(default_factory=dict)  # mode-specific knobs
@@ -214,6 +215,7 @@ def stage_overrides(
         "ocr_det_limit_side": spec.ocr_det_limit_side,
         "chunk_frames": spec.chunk_frames,
         "sample_mode": spec.sample_mode,
+        "skip_nonref_frames": spec.skip_nonref_frames,
         "ocr_threads": ocr_threads,
         "embed_threads": embed_threads,
         "decode_threads": decode_threads,

@@ -14,7 +14,7 @@ from core.config import LimitSettings, StageSettings
 from core.errors import ReelsenseError
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef
 from devkit.samples import Scene, write_video
-from stages.decode import DecodeSampleStage
+from stages.decode import FRAMES_DECODED, DecodeSampleStage
 from stages.errors import DecodeError, LimitExceeded
 from stages.fetch import probe_video
 from tests.stages import media
@@ -94,6 +94,34 @@ def test_sampled_frames_show_the_right_scene(tmp_path: Path) -> None:
     assert light is not None
     assert dark is not None
     assert light.mean() > 200 > 60 > dark.mean()
+
+
+def test_skipping_unreferenced_frames_keeps_every_slot(long_clip: Path) -> None:
+    """B-frames left undecoded: about half the frames, the same slots, each sample at most a few
+    frames after its slot and showing what the full decode's sample shows."""
+    counted = []
+    chunks = {}
+    for nonref in (False, True):
+        stage = DecodeSampleStage(settings(sample_fps=2.0, skip_nonref_frames=nonref), LIMITS)
+        before = FRAMES_DECODED.count
+        chunks[nonref] = run(stage, long_clip)
+        counted.append(FRAMES_DECODED.count - before)
+    assert counted[1] < 0.7 * counted[0]
+    full, light = times(chunks[False]), times(chunks[True])
+    assert len(light) == len(full) == 24
+    assert all(0 <= b - a <= 4 / 25 + 1e-3 for a, b in zip(full, light, strict=True))
+    assert light != full  # some slots' first frames were B-frames
+    frames = [f for c in chunks[True] for f in c.frames]
+    assert [f.index for f in frames] == list(range(24))
+    whole = [f for c in chunks[False] for f in c.frames]
+    for a, b in zip(whole, frames, strict=True):
+        if a.image is not None and b.image is not None:  # the same scene, other grain
+            assert np.abs(a.image.astype(int) - b.image.astype(int)).mean() < 12
+    skip = DecodeSampleStage(settings(skip_nonref_frames=True), LIMITS).version_params()
+    assert skip["skip_nonref_frames"] is True
+    assert "skip_nonref_frames" not in DecodeSampleStage(settings(), LIMITS).version_params()
+    key = settings(sample_mode="keyframes", skip_nonref_frames=True)
+    assert "skip_nonref_frames" not in DecodeSampleStage(key, LIMITS).version_params()
 
 
 def test_keyframes_mode_returns_exactly_the_key_frames(clip: Path) -> None:

@@ -42,10 +42,16 @@ def assert_same_chunks(got: list[Chunk], want: list[Chunk]) -> None:
 
 
 @pytest.mark.parametrize("parts", [2, 3])
-@pytest.mark.parametrize("gop", [12, 250], ids=["gop12", "gop250"])
-def test_ranges_together_equal_one_decoder(tmp_path: Path, gop: int, parts: int) -> None:
+@pytest.mark.parametrize(
+    ("gop", "nonref"), [(12, False), (250, False), (250, True)], ids=["gop12", "gop250", "nonref"]
+)
+def test_ranges_together_equal_one_decoder(
+    tmp_path: Path, gop: int, nonref: bool, parts: int
+) -> None:
     path = media.write_clip(tmp_path / "clip.mp4", seconds=9.0, fps=25, gop=gop)
-    stage = DecodeSampleStage(settings(sample_fps=2.0, chunk_frames=3), LIMITS)
+    stage = DecodeSampleStage(
+        settings(sample_fps=2.0, chunk_frames=3, skip_nonref_frames=nonref), LIMITS
+    )
     whole = list(stage.stream(local(path)))
     count, chunks = decoded_in_ranges(stage, path, parts)
     assert count == parts

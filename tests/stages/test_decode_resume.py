@@ -20,16 +20,29 @@ def resume_after(chunk: Chunk) -> ResumePoint:
 
 
 @pytest.mark.parametrize(
-    ("mode", "gop", "mpix", "size"),
-    [("fps", 12, None, 3), ("fps", 250, None, 3), ("keyframes", 5, None, 3), ("fps", 12, 1.5, 2)],
-    ids=["gop12", "gop250", "key", "budget"],
+    ("mode", "gop", "mpix", "size", "nonref"),
+    [
+        ("fps", 12, None, 3, False),
+        ("fps", 250, None, 3, False),
+        ("keyframes", 5, None, 3, False),
+        ("fps", 12, 1.5, 2, False),
+        ("shots", 50, None, 3, True),
+    ],
+    ids=["gop12", "gop250", "key", "budget", "nonref"],
 )
 def test_resumed_chunks_equal_the_uninterrupted_ones(
-    tmp_path: Path, mode: str, gop: int, mpix: float | None, size: int
+    tmp_path: Path, mode: str, gop: int, mpix: float | None, size: int, nonref: bool
 ) -> None:
     path = media.write_clip(tmp_path / "clip.mp4", seconds=8.0, fps=25, gop=gop)
     stage = DecodeSampleStage(
-        settings(sample_mode=mode, sample_fps=2.0, chunk_frames=3, chunk_decode_mpix=mpix), LIMITS
+        settings(
+            sample_mode=mode,
+            sample_fps=2.0,
+            chunk_frames=3,
+            chunk_decode_mpix=mpix,
+            skip_nonref_frames=nonref,
+        ),
+        LIMITS,
     )
     full = list(stage.stream(local(path)))
     assert len(full) >= 3

@@ -1,6 +1,6 @@
 """What the pipeline finds, against edits whose truth is known (``bench.quality_media``).
 
-    python -m bench.quality [--json OUT] [--workdir DIR] [--quick]
+    python -m bench.quality [--json OUT] [--workdir DIR] [--quick] [--skip-nonref]
 
 A fixed, seeded corpus of edits (cuts between still and panning shots, dissolves and fades,
 flashes, English and Chinese captions shown mid-shot, held across cuts, ended early; English
@@ -64,14 +64,21 @@ def boundaries_of(frames: Sequence[Frame], duration_s: float) -> list[tuple[floa
     return [(s.start_s, s.entered_by) for s in video_shots(frames, duration_s)[1:]]
 
 
-def analyse(truths: Sequence[EditTruth], workdir: Path) -> tuple[list[Findings], float]:
-    """Run the pipeline over the edits: the findings of each, and the seconds setup took."""
+def analyse(
+    truths: Sequence[EditTruth], workdir: Path, *, skip_nonref: bool = False
+) -> tuple[list[Findings], float]:
+    """Run the pipeline over the edits: the findings of each, and the seconds setup took.
+    ``skip_nonref``: ``stages.skip_nonref_frames``."""
 
     def config(mode: str, speech: bool) -> ServiceConfig:
         return ServiceConfig.load(
             limits={"file_roots": (str(workdir),)},
             runtime={"workdir": str(workdir / "work"), "executor": "local"},
-            stages={"sample_mode": mode, "sample_fps": SAMPLE_FPS},
+            stages={
+                "sample_mode": mode,
+                "sample_fps": SAMPLE_FPS,
+                "skip_nonref_frames": skip_nonref,
+            },
             # Whatever the environment says: the edits' speech is scored, and its timing by the
             # words' timestamps.
             asr={"enabled": speech, "word_timestamps": True},
@@ -249,15 +256,16 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def measure(workdir: Path, quick: bool) -> dict[str, Any]:
+def measure(workdir: Path, quick: bool, *, skip_nonref: bool = False) -> dict[str, Any]:
     started = time.monotonic()
     edits = corpus(quick)
     truths = write_corpus(edits, workdir / "videos")
     written = time.monotonic()
-    findings, setup_s = analyse(truths, workdir)
+    findings, setup_s = analyse(truths, workdir, skip_nonref=skip_nonref)
     done = time.monotonic()
     result = report(edits, truths, findings)
     result["corpus"] = describe(edits, truths, quick)
+    result["skip_nonref_frames"] = skip_nonref
     result["runtime"] = {
         "total_s": round(done - started, 2),
         "write_s": round(written - started, 2),
@@ -273,9 +281,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     parser.add_argument("--workdir", type=Path, help="where videos are written and kept")
     parser.add_argument("--quick", action="store_true", help="two short edits only")
+    parser.add_argument(
+        "--skip-nonref", action="store_true", help="stages.skip_nonref_frames (B-frames left out)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result = in_workdir(lambda path: measure(path, args.quick), args.workdir, "reelsense-quality-")
+    result = in_workdir(
+        lambda path: measure(path, args.quick, skip_nonref=args.skip_nonref),
+        args.workdir,
+        "reelsense-quality-",
+    )
     print(table(result))
     write_json(args.json, result)
     return 0

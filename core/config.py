@@ -108,7 +108,10 @@ class StorageSettings(BaseSettings):
     s3_access_key_id: SecretStr | None = None
     s3_secret_access_key: SecretStr | None = None
     writer_batch_videos: int = Field(default=16, ge=1)  # videos per Lance commit at most
-    writer_flush_s: float = 0.5
+    # How long a finished video waits for others to share its commit. 0: committed as soon as
+    # the writer is free; videos that finish during a commit go together in the next one, so
+    # batches grow with the load and a video alone waits for nothing.
+    writer_flush_s: float = Field(default=0.0, ge=0)
     s3_connect_timeout_s: float = Field(default=5.0, gt=0)
     s3_max_attempts: int = Field(default=3, ge=1)  # per request, before SinkUnavailable
     commit_retries: int = Field(default=5, ge=0)  # Lance commit conflicts retried per write

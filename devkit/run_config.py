@@ -48,7 +48,6 @@ def service_config(
         storage={
             "lance_uri": str(root / "lance"),
             "object_store_uri": str(root / "objects"),
-            "writer_flush_s": 0.2,
         },
         limits={"file_roots": (str(root / "videos"),)},
         stages={"sample_fps": 1.0, "chunk_frames": 2},

@@ -1,10 +1,13 @@
 """The one writer of results: batches many videos into one commit per sink.
 
 Lance needs a single writer per table (two writers inserting the same new key both succeed
-and duplicate rows), and a commit per video would make thousands of tiny versions. So every
-finished video is handed to one ``SinkWriter``; a background thread writes what has gathered
-when ``batch_videos`` are waiting or the oldest has waited ``flush_s``. Each caller gets a
-future that resolves once its video is in every sink, and only then may it move the checkpoint.
+and duplicate rows), and a commit per video at a high rate would make thousands of tiny
+versions. So every finished video is handed to one ``SinkWriter``; a background thread writes
+what has gathered when ``batch_videos`` are waiting or the oldest has waited ``flush_s``. With
+``flush_s`` 0 (the default) that is a group commit: a video is written as soon as the thread is
+free, and the videos that finish during a commit share the next one, so batches grow with the
+load and a video alone waits for nothing. Each caller gets a future that resolves once its
+video is in every sink, and only then may it move the checkpoint.
 
 With a ``WriterLease`` (``sinks.writer_lease``) it is also the only writer across processes
 and clusters: it takes the lease before its first commit and confirms it right before each
@@ -134,7 +137,7 @@ class SinkWriter:
         sinks: Sequence[Sink],
         *,
         batch_videos: int = 16,
-        flush_s: float = 0.5,
+        flush_s: float = 0.0,
         name: str = "sink-writer",
         lease: WriterLease | None = None,
     ) -> None:

@@ -98,7 +98,7 @@ def service_config(spec: RunSpec, stack: EmbeddedStack) -> ServiceConfig:
             "placement": setting.get("placement", "auto"),
             **pools,
         },
-        storage={"writer_flush_s": float(setting.get("writer_flush_s", 0.2))},
+        storage={k: float(v) for k, v in setting.items() if k == "writer_flush_s"},
         runtime={
             "chunks_in_flight_per_video": int(setting.get("chunks_per_video", 4)),
             "chunks_in_flight": int(setting.get("chunks_in_flight", 16)),

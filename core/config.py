@@ -2,7 +2,8 @@
 
 Every subsystem reads its own model (``REELSENSE_KAFKA_BOOTSTRAP=...`` sets
 ``KafkaSettings.bootstrap``). A YAML file may override any value; see ``ServiceConfig.load``.
-Secrets are ``SecretStr`` and never appear in logs or reprs.
+Secrets are ``SecretStr`` and never appear in logs or reprs. The pipeline's sections (limits,
+stages, ASR, Ray pools, runtime) live in ``core.pipeline_settings``; this module re-exports them.
 """
 
 from __future__ import annotations
@@ -10,26 +11,47 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
-from core.description import DESCRIPTION_PROMPT
 from core.errors import PermanentError
+from core.pipeline_settings import (
+    AsrSettings,
+    LimitSettings,
+    PoolSettings,
+    RaySettings,
+    RuntimeSettings,
+    StageSettings,
+)
 from core.records import BULK_LANE
-from core.stage_names import DECODE, FETCH, FUSABLE
+from core.settings_base import settings_config
+
+__all__ = [
+    "ApiSettings",
+    "AsrSettings",
+    "BackfillSettings",
+    "InsecureConfig",
+    "KafkaSettings",
+    "LimitSettings",
+    "NotifySettings",
+    "PoolSettings",
+    "RaySettings",
+    "RedisSettings",
+    "RuntimeSettings",
+    "ServiceConfig",
+    "StageSettings",
+    "StorageSettings",
+    "WebhookSubscription",
+]
 
 log = logging.getLogger(__name__)
 
 
-def _settings(prefix: str) -> SettingsConfigDict:
-    return SettingsConfigDict(env_prefix=f"REELSENSE_{prefix}", frozen=True, extra="forbid")
-
-
 class KafkaSettings(BaseSettings):
-    model_config = _settings("KAFKA_")
+    model_config = settings_config("KAFKA_")
 
     bootstrap: str = "127.0.0.1:9092"
     topic: str = "videos.uploaded"
@@ -78,7 +100,7 @@ class KafkaSettings(BaseSettings):
 
 
 class RedisSettings(BaseSettings):
-    model_config = _settings("REDIS_")
+    model_config = settings_config("REDIS_")
 
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "rs"
@@ -99,7 +121,7 @@ class RedisSettings(BaseSettings):
 class StorageSettings(BaseSettings):
     """Where results live: Lance tables and the object store (local folders or S3)."""
 
-    model_config = _settings("STORAGE_")
+    model_config = settings_config("STORAGE_")
 
     lance_uri: str = ".reelsense/lance"  # a folder or s3://bucket/prefix
     object_store_uri: str = ".reelsense/objects"  # a folder or s3://bucket/prefix
@@ -129,220 +151,6 @@ class StorageSettings(BaseSettings):
     writer_lease_s: float = Field(default=15.0, gt=0)
 
 
-class LimitSettings(BaseSettings):
-    """What an input may be. Anything beyond fails the video with a clear reason."""
-
-    model_config = _settings("LIMITS_")
-
-    file_roots: tuple[str, ...] = ()  # file:// URIs are allowed only below these folders
-    max_bytes: int = 2 * 1024**3
-    max_duration_s: float = 4 * 3600.0
-    max_width: int = 7680
-    max_height: int = 4320
-    max_fps: float = 240.0
-    max_streams: int = 16
-    max_frames: int = 20_000  # sampled frames per video
-    # Frames decoded per video (every frame, sampled or not); None: max_duration_s x max_fps.
-    max_decoded_frames: int | None = Field(default=None, ge=1)
-    max_decode_s: float = Field(default=3600.0, gt=0)  # decoding time per video and attempt
-    containers: tuple[str, ...] = ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts")
-    codecs: tuple[str, ...] = ("h264", "hevc", "vp8", "vp9", "av1", "mpeg4", "mjpeg")
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 30.0
-    total_timeout_s: float = 600.0
-    # http(s) sources: private, loopback and link-local addresses are refused unless this is
-    # set (tests and the local demo serve videos from 127.0.0.1).
-    allow_private: bool = False
-    max_redirects: int = Field(default=5, ge=0)
-    # s3:// sources a tenant may name, as "bucket/prefix" (the service's own credentials read
-    # them); the key "*" applies to every tenant. Empty: no s3:// source is fetched.
-    s3_sources: dict[str, tuple[str, ...]] = {}
-
-
-class StageSettings(BaseSettings):
-    """Parameters of the stages; all of them feed the pipeline version."""
-
-    model_config = _settings("STAGES_")
-
-    # fps: one sample per 1/sample_fps s; shots: that, plus one at the start of every shot;
-    # keyframes: every key frame (cheapest: the rest is not decoded).
-    sample_mode: Literal["fps", "shots", "keyframes"] = "fps"
-    sample_fps: float = Field(default=1.0, gt=0)
-    # Decode only the frames other frames refer to (FFmpeg ``skip_frame=NONREF``; fps and
-    # shots modes): H.264 with B-frames decodes about 45% fewer pixels. A sample is then the
-    # first reference frame of its slot (a few frame intervals late at most), and shots are
-    # found on those frames.
-    skip_nonref_frames: bool = False
-    # Shot boundaries from every decoded frame (``stages.shots``); always on for "shots".
-    shot_detection: bool = True
-    shot_cut_change: float = Field(default=20.0, gt=0)  # 0-255, see stages.shots
-    shot_gradual_change: float = Field(default=12.0, gt=0)
-    shot_min_s: float = Field(default=0.4, ge=0)  # boundaries closer than this are dropped
-    # A sample whose picture repeats an earlier one of its chunk and shot (no cell of the
-    # signature grid differs by more than this many levels) is not analysed: it takes that
-    # sample's findings and says so (``repeat_of``). 0 analyses every sample.
-    repeat_max_change: float = Field(default=8.0, ge=0)
-    thumbnail_side: int = Field(default=320, ge=0)  # shot thumbnails' long side; 0: none
-    chunk_frames: int = Field(default=8, ge=1)  # sampled frames per chunk at most
-    # What one chunk may cost to decode, in megapixels decoded (width x height x frames decoded
-    # per sample): a chunk holds as many samples as fit, 1 to ``chunk_frames``, so a chunk of a
-    # 4K or 60 fps video costs about what one of 720p at 30 fps does. 240 keeps 8 samples per
-    # chunk at 720p 30 fps sampled once a second, 3 at 1080p, 1 at 4K 60 fps. None: always
-    # ``chunk_frames``.
-    chunk_decode_mpix: float | None = Field(default=240.0, gt=0)
-    max_side: int = Field(default=1280, ge=64)  # frames are downscaled so the long side fits
-    # FFmpeg threads per decoder. 1 spends the least CPU per frame, right when several videos
-    # decode at once; more shortens one video's decode on an idle machine; 0: one per core, 4
-    # at most. Speed only: not part of the pipeline version.
-    decode_threads: int = Field(default=1, ge=0)
-    ocr_det_limit_side: int = 640
-    ocr_min_score: float = 0.5
-    ocr_threads: int = 1
-    # use-multilingual-v3 (16 languages, numpy) or multilingual-e5-small (about 100, a C
-    # engine), both bundled; all-MiniLM-L6-v2 (English; the ``st`` extra) or a
-    # sentence-transformers model folder. See the README's search figures.
-    embed_model: str = "use-multilingual-v3"
-    embed_threads: int = 1
-    vlm_model: str | None = None  # off unless configured: a path or model id
-    vlm_engine: Literal["transformers", "vllm"] = "transformers"
-    # description: an answer in the JSON schema of ``core.description``, by constrained
-    # decoding; caption: one sentence of free text.
-    vlm_output: Literal["description", "caption"] = "description"
-    # shots: the first sample of each shot (every sample when shot detection is off);
-    # samples: every sample analysed.
-    vlm_scope: Literal["shots", "samples"] = "shots"
-    vlm_prompt: str = "Describe this video frame in one sentence."  # captions
-    vlm_description_prompt: str = DESCRIPTION_PROMPT
-    vlm_max_new_tokens: int = 32  # captions
-    # Enough for any answer a real model gives (tens of tokens); one cut short is recorded
-    # as no description.
-    vlm_description_max_tokens: int = Field(default=512, ge=64)
-    # Pixels per frame the VLM sees (Qwen2-VL resizes to fit); None keeps the model's default.
-    vlm_max_pixels: int | None = Field(default=None, ge=28 * 28 * 4)
-    vlm_batch_size: int = Field(default=8, ge=1)  # frames per generate call (transformers engine)
-    vlm_threads: int = Field(default=1, ge=1)  # torch CPU threads (transformers engine)
-    # A CLIP or SigLIP folder (transformers ``save_pretrained``): a vector per analysed frame
-    # from its pixels, so frames without text are found by a text query. Off unless set.
-    image_embed_model: str | None = None
-    image_embed_batch_size: int = Field(default=16, ge=1)  # frames per forward pass
-    image_embed_threads: int = Field(default=1, ge=1)  # torch CPU threads
-
-
-class AsrSettings(BaseSettings):
-    """Speech recognition on the audio track (``REELSENSE_ASR_*``); all but ``cpu_threads``
-    feed the pipeline version."""
-
-    model_config = _settings("ASR_")
-
-    enabled: bool = True  # a video without an audio track costs nothing: no model is loaded
-    model_path: str | None = None  # a local CTranslate2 Whisper folder; None: bundled tiny.en
-    # ISO 639-1 code the model decodes with; None detects it per window (multilingual models).
-    language: str | None = None
-    cpu_threads: int = Field(default=1, ge=1)  # CTranslate2 threads; size to the replica's CPUs
-    vad_filter: bool = True  # decode only what Silero VAD hears as speech
-    word_timestamps: bool = True  # word start/end times: measured ~5-10% more CPU per window
-    # Audio per call, and per checkpoint: Whisper sees 30 s at most.
-    window_s: float = Field(default=30.0, gt=0, le=30.0)
-
-
-class PoolSettings(BaseModel):
-    """Resources and replicas of one stage pool on Ray. A resource left unset is what the
-    stage declares (``Stage.resources``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    num_cpus: float | None = None
-    num_gpus: float | None = None
-    memory_mb: int | None = None
-    min_replicas: int = 1
-    max_replicas: int = 1
-    max_batch_size: int = 4
-    batch_wait_timeout_s: float = 0.02
-    # Run the stage inside the decode replicas, on each chunk as it is decoded, instead of in a
-    # pool of its own (as Ray Data fuses operators): no request per chunk, and pixels no longer
-    # cross the object store once every image stage is fused. For CPU stages on a machine where
-    # every stage competes for the same cores; size the decode pool for the fused work.
-    fuse: bool = False
-
-
-class RaySettings(BaseSettings):
-    model_config = _settings("RAY_")
-
-    address: str | None = None  # None starts a local Ray
-    namespace: str = "reelsense"
-    num_cpus: int | None = None  # for a local Ray only
-    # How the pools are laid out where a pool's own settings are left unset
-    # (``runtime.placement``): "auto" is per_core on a local Ray, pools on a cluster.
-    placement: Literal["auto", "per_core", "pools"] = "auto"
-    # A video alone is split into time ranges of at least this much, decoded by idle ingest
-    # replicas at once (``runtime.pools.split``); 0: never split.
-    split_min_s: float = Field(default=30.0, ge=0)
-    # One pool per stage (``core.stage_names``); the ingest replicas take the decode pool's.
-    fetch: PoolSettings = PoolSettings()
-    decode: PoolSettings = PoolSettings()
-    ocr: PoolSettings = PoolSettings()
-    vlm: PoolSettings = PoolSettings()
-    image_embed: PoolSettings = PoolSettings()
-    embed: PoolSettings = PoolSettings()
-
-    @model_validator(mode="after")
-    def _fusable(self) -> RaySettings:
-        for name in (FETCH, DECODE):
-            if getattr(self, name).fuse:
-                raise ValueError(f"ray.{name}.fuse: only {', '.join(FUSABLE)} fuse into decode")
-        for name in FUSABLE:
-            pool: PoolSettings = getattr(self, name)
-            if pool.fuse and pool.num_gpus:
-                raise ValueError(f"ray.{name}: a stage with GPUs runs in a pool of its own")
-        return self
-
-    @property
-    def fused(self) -> frozenset[str]:
-        """The stages that run inside the decode replicas."""
-        return frozenset(name for name in FUSABLE if getattr(self, name).fuse)
-
-
-class RuntimeSettings(BaseSettings):
-    """How videos are orchestrated."""
-
-    model_config = _settings("RUNTIME_")
-
-    executor: Literal["ray", "local"] = "ray"  # "local": stages in this process (tests)
-    workdir: str = ".reelsense/work"  # downloads and scratch files
-    max_attempts: int = Field(default=3, ge=1)  # per video, for retryable failures
-    retry_backoff_s: tuple[float, ...] = (1.0, 5.0, 30.0)
-    # Failures of the service's own dependencies (Redis, the object store, the tables, the
-    # broker) use up no attempt: a video is retried through an outage this long, then fails.
-    outage_window_s: float = Field(default=600.0, ge=0)
-    # An attempt's lease on its video (runtime/lease.py), renewed every third of it: another
-    # instance takes a running video over only once its owner let it go or stopped renewing.
-    lease_s: float = Field(default=20.0, gt=0)
-    # This process's name on the leases; one kept over restarts (a pod name) takes its own
-    # videos back at once after a crash. None: a name of its own per process.
-    instance_id: str | None = None
-    chunks_in_flight_per_video: int = Field(default=4, ge=1)
-    chunks_in_flight: int = Field(default=16, ge=1)  # across all videos of this process
-    drain_timeout_s: float = 30.0  # on SIGTERM, how long in-flight videos may still finish
-    # Persist each chunk's outputs and record it done, so a restart resumes a video at its
-    # first unfinished chunk. Off (for measuring what they cost): a restart redoes the video.
-    chunk_checkpoints: bool = True
-    # Make each analysed chunk and window of speech searchable at once, marked partial until
-    # its video is done (runtime/partials.py). Off: a video is found once it is done.
-    partial_results: bool = True
-    # A video's parts wait this long for company and go to the index together: a video done
-    # sooner writes none, a long one one commit per period (0: each part at once).
-    partial_results_every_s: float = Field(default=5.0, ge=0)
-    # Chunks a video's decoder may run ahead of those the orchestration has taken: bounds the
-    # pixels waiting in the object store whatever the length of the video.
-    decode_ahead_chunks: int = Field(default=2, ge=1)
-    # Videos decoding at once in this process (0: as many as are in flight). A video gives its
-    # slot up with its last chunk, so the next one decodes while its last chunks are analysed.
-    videos_decoding: int = Field(default=0, ge=0)
-    metrics_port: int | None = None  # Prometheus endpoint of this process; None: off, 0: any
-    metrics_host: str = "127.0.0.1"
-    metrics_interval_s: float = Field(default=2.0, gt=0)  # replica activity and lag reads
-
-
 class WebhookSubscription(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -352,7 +160,7 @@ class WebhookSubscription(BaseModel):
 
 
 class NotifySettings(BaseSettings):
-    model_config = _settings("NOTIFY_")
+    model_config = settings_config("NOTIFY_")
 
     # Stable across restarts (a pod or host name) so a restarted notifier resumes its own
     # unacknowledged deliveries at once; None: this host's name.
@@ -404,7 +212,7 @@ class NotifySettings(BaseSettings):
 
 
 class ApiSettings(BaseSettings):
-    model_config = _settings("API_")
+    model_config = settings_config("API_")
 
     host: str = "127.0.0.1"
     port: int = 8765
@@ -440,7 +248,7 @@ class ApiSettings(BaseSettings):
 class BackfillSettings(BaseSettings):
     """``reelsense backfill`` on Ray Data (``backfill.runner``)."""
 
-    model_config = _settings("BACKFILL_")
+    model_config = settings_config("BACKFILL_")
 
     # Whether a backfilled video's final transition sends its webhooks and status message.
     notify: bool = False

@@ -36,46 +36,12 @@ from core.records import VideoResult
 from models.base import ImageEmbeddingModel, TextEmbeddingModel
 from sinks.base import Sink
 from sinks.errors import SinkRejected, SinkUnavailable
-from sinks.images import LanceImageIndex
-from sinks.lance import LanceFrameSink, LanceSummarySink
-from sinks.object_store import ResultDocumentSink
-from sinks.search import LanceSearchIndex
-from sinks.segments import LanceSegmentSink
-from sinks.vectors import LanceVectorIndex
+from sinks.lineup import sinks_from_settings
 from sinks.writer_lease import WriterLease
 
 log = logging.getLogger(__name__)
 
 FINALS_KEPT = 65_536  # videos whose last final write's epoch is remembered
-
-
-def sinks_from_settings(
-    storage: StorageSettings,
-    embedding_dim: int | None = None,
-    *,
-    text_model: TextEmbeddingModel | None = None,
-    image_model: ImageEmbeddingModel | None = None,
-) -> list[Sink]:
-    """Frames, vectors, result documents (with thumbnails), segments, the search index (with
-    ``text_model``, which embeds the segments' text), the frame image vectors (with
-    ``image_model``, the model that made them: it names their table, it is not loaded), then
-    the per-video summary.
-
-    The summary goes last: a row in ``videos`` then means every other sink has the video.
-    """
-    searched: list[Sink] = (
-        [] if text_model is None else [LanceSearchIndex.from_settings(storage, text_model)]
-    )
-    if image_model is not None:
-        searched.append(LanceImageIndex.from_settings(storage, image_model.model_id))
-    return [
-        LanceFrameSink.from_settings(storage, embedding_dim=embedding_dim),
-        LanceVectorIndex.from_settings(storage, embedding_dim=embedding_dim),
-        ResultDocumentSink.from_settings(storage),
-        LanceSegmentSink.from_settings(storage),
-        *searched,
-        LanceSummarySink.from_settings(storage),
-    ]
 
 
 def as_sink_error(exc: BaseException, sink: str) -> ReelsenseError:

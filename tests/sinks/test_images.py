@@ -19,8 +19,8 @@ from devkit.tiny_clip import build_tiny_clip
 from models.embedding import E5Embedder
 from models.image_embedding import ClipEmbedder
 from sinks.images import ImageSearch, LanceImageIndex, images_table_name
+from sinks.lineup import sinks_from_settings
 from sinks.search import LanceSearchIndex
-from sinks.writer import sinks_from_settings
 from tests.sinks import make_result
 
 QUERY = "a red car on the street at night"

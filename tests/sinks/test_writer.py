@@ -19,11 +19,12 @@ from devkit.services import free_port
 from models.embedding import E5Embedder
 from sinks.errors import SinkRejected, SinkUnavailable
 from sinks.lance import LanceFrameSink, LanceSummarySink
+from sinks.lineup import sinks_from_settings
 from sinks.object_store import ResultDocumentSink
 from sinks.search import LanceSearchIndex
 from sinks.segments import LanceSegmentSink
 from sinks.vectors import LanceVectorIndex
-from sinks.writer import SinkWriter, sinks_from_settings
+from sinks.writer import SinkWriter
 from storage.s3 import s3_client
 from storage.uri import object_store_from_uri
 from tests.sinks import make_result, unit_vectors

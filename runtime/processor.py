@@ -3,8 +3,9 @@
 For each video: claim it (owner epoch), fetch + probe, stream chunks out of the decoder, run
 the image stages side by side on each chunk and then the embedder, persist each chunk's outputs
 and record it done, write the results to the sinks, and only then mark the video done (with its
-outbox entry). Durable steps go in one order: chunk outputs before the chunk checkpoint, sinks
-before the video checkpoint, and (by the consumer) the Kafka offset last.
+outbox entry; ``runtime.final_transitions``). Durable steps go in one order: chunk outputs
+before the chunk checkpoint, sinks before the video checkpoint, and (by the consumer) the Kafka
+offset last.
 
 An attempt that finds chunks persisted by an earlier one takes them as they are and makes the
 decoder seek to the first unfinished chunk: a video 95% through resumes at 95%.
@@ -21,10 +22,8 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
-from typing import Any
 
-from checkpoint.base import CheckpointStore, Claim, OutboxEvent, VideoState
+from checkpoint.base import CheckpointStore, Claim, VideoState
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch, VideoIdTaken
 from core.config import RuntimeSettings
@@ -35,15 +34,14 @@ from core.errors import (
     RetriesExhausted,
     RetryableError,
 )
-from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult, as_lane
+from core.records import Chunk, EarlierResult, LocalVideo, VideoRef
 from core.retry import RetryFailure, RetryPolicy
-from core.speech import Speech, SpeechEnd, SpeechPart
+from core.speech import SpeechEnd, SpeechPart
 from core.stage_names import DECODE, EMBED, FETCH
-from core.urls import redact_url
 from runtime.chunk_stages import ChunkStages, DecodeSlots, decoding, resume_point
 from runtime.executor import IngestChunk, IngestItem, StageExecutor
+from runtime.final_transitions import FinalTransitions
 from runtime.lease import Superseded, claim_when_free, holding, owner_id
-from runtime.messages import done_message_data
 from runtime.metrics import PipelineMetrics
 from runtime.partials import PartialResults
 from runtime.reuse import ReusePlan
@@ -73,16 +71,14 @@ class VideoProcessor:
         no outbox entry (webhooks, status message) for them (bulk work, unless
         ``backfill.notify``)."""
         self._metrics = metrics or PipelineMetrics()
-        self._quiet_lanes = quiet_lanes
         self._store = store
         self._executor = executor
         self._chunks = chunks
         self._lineage = lineage
         self._version = lineage.version
         self._settings = settings
-        self._chunk_stages = ChunkStages(
-            executor, store, chunks if settings.chunk_checkpoints else None, lineage
-        )
+        persisted = chunks if settings.chunk_checkpoints else None
+        self._chunk_stages = ChunkStages(executor, store, persisted, lineage)
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
         self._partials = PartialResults(
             executor,
@@ -92,6 +88,9 @@ class VideoProcessor:
         self._owner = owner_id(settings)
         self._decode_slots = (
             DecodeSlots(settings.videos_decoding) if settings.videos_decoding else None
+        )
+        self._transitions = FinalTransitions(
+            store, executor, persisted, lineage, self._partials, quiet_lanes=quiet_lanes
         )
 
     @property
@@ -145,7 +144,7 @@ class VideoProcessor:
                 if isinstance(refused, StaleEpoch):
                     raise Superseded(claim.epoch)
                 if refused is not None:
-                    await self._fail(ref, claim.epoch, refused, stage=refused.stage)
+                    await self._transitions.fail(ref, claim.epoch, refused, stage=refused.stage)
                     return "failed"
         except RetriesExhausted as exhausted:
             last = exhausted.error
@@ -159,7 +158,7 @@ class VideoProcessor:
         claim = await self._claim(ref, lost)
         if claim.skip:
             return await self._skipped(ref, claim)
-        await self._fail(ref, claim.epoch, error, stage=None)
+        await self._transitions.fail(ref, claim.epoch, error, stage=None)
         return "failed"
 
     async def _claim(self, ref: VideoRef, lost: int | None) -> Claim:
@@ -171,7 +170,7 @@ class VideoProcessor:
     async def _skipped(self, ref: VideoRef, claim: Claim) -> str:
         # The attempt that settled the video may have died while it removed the persisted
         # chunks (they go after the final transition): the event comes back, and they go now.
-        await self._drop_chunks(ref.video_id)
+        await self._transitions.drop_chunks(ref.video_id)
         if claim.status.status is VideoState.DONE:
             log.info("video %s already done for %s, skipping", ref.video_id, self._version)
             return "skipped"
@@ -218,7 +217,7 @@ class VideoProcessor:
             and earlier.uri in ("", ref.uri)  # the same source, or one not known
             and earlier.pipeline_version == self._version
         ):
-            await self._rebuild_record(ref, epoch, earlier)
+            await self._transitions.rebuild_record(ref, epoch, earlier)
             return
         reuse = self._plan_reuse(ref, earlier)
         started = time.monotonic()
@@ -235,20 +234,7 @@ class VideoProcessor:
             await self._partials.settle(run)  # the final write carries what parts still wait
         run.timings["total"] = time.monotonic() - started
         chunks = sorted([*restored.values(), *computed], key=lambda c: c.index)
-        await self._finish(run, video, chunks, speech.speech() if speech else None)
-
-    async def _rebuild_record(self, ref: VideoRef, epoch: int, earlier: EarlierResult) -> None:
-        """The checkpoint record is new but the sinks hold this version's results: Redis lost
-        its state after the video was done. Rebuild the record, do not recompute."""
-        log.warning("video %s: results found in the sinks, marking done", ref.video_id)
-        count = earlier.frame_count
-        await self._store.mark_done(
-            ref.video_id,
-            epoch,
-            frames=count,
-            timings={},
-            outbox=self._outbox("video.done", ref, {"frames": count}),
-        )
+        await self._transitions.finish(run, video, chunks, speech.speech() if speech else None)
 
     def _plan_reuse(self, ref: VideoRef, earlier: EarlierResult | None) -> ReusePlan:
         reuse = ReusePlan.plan(self._lineage, ref, earlier, self._executor.image_stages)
@@ -337,33 +323,6 @@ class VideoProcessor:
         self._metrics.chunk_started(ticket.frames)
         return asyncio.create_task(self._chunk(run, ticket, per_video, reuse))
 
-    async def _finish(
-        self, run: VideoRun, video: LocalVideo, chunks: list[Chunk], speech: Speech | None
-    ) -> None:
-        """The video's result to the sinks, then the video done (with its outbox entry)."""
-        ref = run.ref
-        frames = [frame for chunk in chunks for frame in chunk.frames]
-        result = VideoResult(
-            ref=ref,
-            pipeline_version=self._version,
-            probe=video.probe,
-            frames=frames,
-            completed_at=datetime.now(UTC),
-            timings=dict(run.timings),
-            epoch=run.epoch,
-            stage_versions=self._lineage.versions,
-            speech=speech,
-        )
-        await self._executor.write(result)
-        await self._store.mark_done(
-            ref.video_id,
-            run.epoch,
-            frames=len(frames),
-            timings=result.timings,
-            outbox=self._outbox("video.done", ref, done_message_data(result)),
-        )
-        await self._drop_chunks(ref.video_id)
-
     def _inline(self, reuse: ReusePlan) -> tuple[str, ...]:
         """The stages to run inside the decoder: those it can run of the image stages to
         compute, and the embedder when every image stage runs there and nothing is reused
@@ -380,15 +339,6 @@ class VideoProcessor:
             inline.append(EMBED)
         return tuple(inline)
 
-    async def _drop_chunks(self, video_id: str) -> None:
-        """Remove the video's persisted chunks once its outcome is final."""
-        if not self._settings.chunk_checkpoints:
-            return
-        try:
-            await asyncio.to_thread(self._chunks.delete_video, video_id, self._version)
-        except ReelsenseError as exc:  # only space is lost
-            log.warning("video %s: persisted chunks not removed: %s", video_id, exc)
-
     async def _chunk(
         self, run: VideoRun, ticket: IngestChunk, slot: asyncio.Semaphore, reuse: ReusePlan
     ) -> Chunk:
@@ -401,67 +351,9 @@ class VideoProcessor:
             slot.release()
             self._chunk_slots.release()
 
-    async def _fail(
-        self,
-        ref: VideoRef,
-        epoch: int | None,
-        error: ReelsenseError,
-        *,
-        stage: str | None,
-        log_level: int = logging.WARNING,
-    ) -> None:
-        recorded = await self._store.mark_failed(
-            ref,
-            epoch,
-            code=error.code,
-            message=str(error),
-            pipeline_version=self._version,
-            stage=stage,
-            outbox=self._outbox(
-                "video.failed",
-                ref,
-                {"error": {"code": error.code, "message": str(error)}, "stage": stage},
-                epoch=epoch,
-            ),
-        )
-        if not recorded:
-            log.log(log_level, "video %s is known: kept its record (%s)", ref.video_id, error.code)
-            return
-        log.log(log_level, "video %s failed: %s: %s", ref.video_id, error.code, error)
-        if epoch is not None:
-            await self._drop_chunks(ref.video_id)
-            await self._partials.drop(ref.video_id)
-
     async def reject(self, ref: VideoRef, error: ReelsenseError) -> None:
         """Record a video that cannot even be started (an invalid event) as failed, unless
         a valid event made it known: its record then stays as it is (the consumer
         dead-letters the event either way)."""
         # INFO: the consumer logs each invalid event once, at WARNING.
-        await self._fail(ref, None, error, stage="validate", log_level=logging.INFO)
-
-    def _outbox(
-        self, kind: str, ref: VideoRef, data: dict[str, Any], *, epoch: int | None = None
-    ) -> OutboxEvent | None:
-        # A failure carries the epoch of the attempt that failed: each is its own webhook
-        # message (see webhook_id). "done" comes once per pipeline version, whichever attempt
-        # finished it, so it carries none: the done a rebuild after a Redis loss appends
-        # repeats the first one's id and receivers deduplicate it.
-        # Receivers get the source URL without the secrets it may carry.
-        if as_lane(ref.lane) in self._quiet_lanes:
-            return None
-        return OutboxEvent(
-            type=kind,
-            video_id=ref.video_id,
-            tenant=ref.tenant,
-            pipeline_version=self._version,
-            callback_url=ref.callback_url,
-            data={
-                "video_id": ref.video_id,
-                "tenant": ref.tenant,
-                "uri": redact_url(ref.uri),
-                "lane": ref.lane,
-                **data,
-            },
-            timestamp=datetime.now(UTC),
-            epoch=epoch,
-        )
+        await self._transitions.fail(ref, None, error, stage="validate", log_level=logging.INFO)

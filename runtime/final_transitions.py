@@ -1,0 +1,157 @@
+"""A video's final transitions: done (its result in the sinks first) or failed with a reason,
+each with its outbox entry, and then the chunks its attempts persisted removed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from checkpoint.base import CheckpointStore, OutboxEvent
+from checkpoint.chunk_store import ChunkStore
+from core.errors import ReelsenseError
+from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult, as_lane
+from core.speech import Speech
+from core.urls import redact_url
+from runtime.executor import StageExecutor
+from runtime.messages import done_message_data
+from runtime.partials import PartialResults
+from runtime.video_run import VideoRun
+from stages.pipeline import Lineage
+
+# Under the processor's name, with the rest of what a video's attempts log.
+log = logging.getLogger("runtime.processor")
+
+
+class FinalTransitions:
+    """Marks videos done or failed in the checkpoint store, with the outbox entries that
+    announce them (none for the ``quiet_lanes``)."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        executor: StageExecutor,
+        chunks: ChunkStore | None,
+        lineage: Lineage,
+        partials: PartialResults,
+        *,
+        quiet_lanes: frozenset[str],
+    ) -> None:
+        """``chunks``: where attempts persist their chunks, None when they persist none."""
+        self._store = store
+        self._executor = executor
+        self._chunks = chunks
+        self._lineage = lineage
+        self._partials = partials
+        self._quiet_lanes = quiet_lanes
+        self._version = lineage.version
+
+    async def rebuild_record(self, ref: VideoRef, epoch: int, earlier: EarlierResult) -> None:
+        """The checkpoint record is new but the sinks hold this version's results: Redis lost
+        its state after the video was done. Rebuild the record, do not recompute."""
+        log.warning("video %s: results found in the sinks, marking done", ref.video_id)
+        count = earlier.frame_count
+        await self._store.mark_done(
+            ref.video_id,
+            epoch,
+            frames=count,
+            timings={},
+            outbox=self._outbox("video.done", ref, {"frames": count}),
+        )
+
+    async def finish(
+        self, run: VideoRun, video: LocalVideo, chunks: list[Chunk], speech: Speech | None
+    ) -> None:
+        """The video's result to the sinks, then the video done (with its outbox entry)."""
+        ref = run.ref
+        frames = [frame for chunk in chunks for frame in chunk.frames]
+        result = VideoResult(
+            ref=ref,
+            pipeline_version=self._version,
+            probe=video.probe,
+            frames=frames,
+            completed_at=datetime.now(UTC),
+            timings=dict(run.timings),
+            epoch=run.epoch,
+            stage_versions=self._lineage.versions,
+            speech=speech,
+        )
+        await self._executor.write(result)
+        await self._store.mark_done(
+            ref.video_id,
+            run.epoch,
+            frames=len(frames),
+            timings=result.timings,
+            outbox=self._outbox("video.done", ref, done_message_data(result)),
+        )
+        await self.drop_chunks(ref.video_id)
+
+    async def drop_chunks(self, video_id: str) -> None:
+        """Remove the video's persisted chunks once its outcome is final."""
+        if self._chunks is None:
+            return
+        try:
+            await asyncio.to_thread(self._chunks.delete_video, video_id, self._version)
+        except ReelsenseError as exc:  # only space is lost
+            log.warning("video %s: persisted chunks not removed: %s", video_id, exc)
+
+    async def fail(
+        self,
+        ref: VideoRef,
+        epoch: int | None,
+        error: ReelsenseError,
+        *,
+        stage: str | None,
+        log_level: int = logging.WARNING,
+    ) -> None:
+        """Record the video failed with ``error`` (``epoch`` None: it was never claimed); a
+        video already known keeps its record."""
+        recorded = await self._store.mark_failed(
+            ref,
+            epoch,
+            code=error.code,
+            message=str(error),
+            pipeline_version=self._version,
+            stage=stage,
+            outbox=self._outbox(
+                "video.failed",
+                ref,
+                {"error": {"code": error.code, "message": str(error)}, "stage": stage},
+                epoch=epoch,
+            ),
+        )
+        if not recorded:
+            log.log(log_level, "video %s is known: kept its record (%s)", ref.video_id, error.code)
+            return
+        log.log(log_level, "video %s failed: %s: %s", ref.video_id, error.code, error)
+        if epoch is not None:
+            await self.drop_chunks(ref.video_id)
+            await self._partials.drop(ref.video_id)
+
+    def _outbox(
+        self, kind: str, ref: VideoRef, data: dict[str, Any], *, epoch: int | None = None
+    ) -> OutboxEvent | None:
+        # A failure carries the epoch of the attempt that failed: each is its own webhook
+        # message (see webhook_id). "done" comes once per pipeline version, whichever attempt
+        # finished it, so it carries none: the done a rebuild after a Redis loss appends
+        # repeats the first one's id and receivers deduplicate it.
+        # Receivers get the source URL without the secrets it may carry.
+        if as_lane(ref.lane) in self._quiet_lanes:
+            return None
+        return OutboxEvent(
+            type=kind,
+            video_id=ref.video_id,
+            tenant=ref.tenant,
+            pipeline_version=self._version,
+            callback_url=ref.callback_url,
+            data={
+                "video_id": ref.video_id,
+                "tenant": ref.tenant,
+                "uri": redact_url(ref.uri),
+                "lane": ref.lane,
+                **data,
+            },
+            timestamp=datetime.now(UTC),
+            epoch=epoch,
+        )

@@ -51,6 +51,21 @@ class VideoHandler(Protocol):
         ...
 
 
+@dataclass
+class ConsumerCounts:
+    """The counters a consumer keeps as it goes; ``ConsumerStats`` carries a snapshot."""
+
+    records_seen: int = 0
+    records_invalid: int = 0
+    records_done: int = 0
+    dead_lettered: int = 0
+    handler_failures: int = 0
+    pauses: int = 0
+    commits: int = 0
+    commit_failures: int = 0
+    rebalances: int = 0
+
+
 @dataclass(frozen=True)
 class ConsumerStats:
     """A snapshot of one consumer's counters, for metrics."""

@@ -1,10 +1,11 @@
 """A Kafka consumer-group member that hands upload events to a ``VideoHandler``.
 
-The poll loop never waits for a handler: every record becomes an asyncio task, at most
-``max_in_flight`` at once (partitions are paused while full, and polling goes on so the
-group keeps us). Records of the bulk topic take the room fresh uploads leave
-(``consumers.lanes``). Offsets are committed only up to the first record not yet durable
-(``OffsetTracker``), every ``commit_interval_s``, before a rebalance, and on stop.
+The poll loop never waits for a handler: every record becomes an asyncio task that hands it
+to the handler (``consumers.delivery``), at most ``max_in_flight`` at once (partitions are
+paused while full, and polling goes on so the group keeps us). Records of the bulk topic take
+the room fresh uploads leave (``consumers.lanes``). Offsets are committed only up to the first
+record not yet durable (``OffsetTracker``), every ``commit_interval_s``, before a rebalance,
+and on stop.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
@@ -24,32 +24,18 @@ from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from aiokafka.structs import TopicPartition
 
 from consumers.admin import broker_error
-from consumers.base import ConsumerStats, RecordInfo, VideoHandler
+from consumers.base import ConsumerCounts, ConsumerStats, RecordInfo, VideoHandler
 from consumers.dead_letter import DeadLetterPublisher
+from consumers.delivery import RecordDelivery
 from consumers.errors import InvalidEvent
-from consumers.events import VideoUploaded, parse_event
+from consumers.events import parse_event
 from consumers.lanes import Lanes
 from consumers.offsets import OffsetTracker
-from consumers.video_locks import VideoLocks
 from core.config import KafkaSettings
-from core.errors import Abandoned, PermanentError
+from core.errors import Abandoned
 from core.records import BULK_LANE, Lane
-from core.retry import HALF_JITTER, RetryFailure, RetryPolicy
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Counters:
-    records_seen: int = 0
-    records_invalid: int = 0
-    records_done: int = 0
-    dead_lettered: int = 0
-    handler_failures: int = 0
-    pauses: int = 0
-    commits: int = 0
-    commit_failures: int = 0
-    rebalances: int = 0
 
 
 class KafkaVideoConsumer:
@@ -69,12 +55,10 @@ class KafkaVideoConsumer:
         dead_letters: DeadLetterPublisher | None = None,
     ) -> None:
         self._settings = settings
-        self._handler = handler
         self._dead_letters = dead_letters or DeadLetterPublisher(settings)
         self._tracker = OffsetTracker()
         self._lanes = Lanes(settings)
         self._tasks: dict[TopicPartition, dict[int, asyncio.Task[None]]] = {}
-        self._video_locks = VideoLocks()
         self._consumer: AIOKafkaConsumer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
@@ -83,20 +67,10 @@ class KafkaVideoConsumer:
         self._finished = asyncio.Event()
         self._commit_lock = asyncio.Lock()
         self._committed: dict[TopicPartition, int] = {}
-        self._counts = _Counters()
-        # An exception means the effect is not durable, so the offset must not move: every
-        # failure is retried until it works, or until stopping leaves the record unfinished.
-        self._record_retry = RetryPolicy(
-            first_s=settings.retry_initial_s,
-            max_s=settings.retry_max_s,
-            jitter=HALF_JITTER,
-            retry_on=(Exception,),
-            never=(),
+        self._counts = ConsumerCounts()
+        self._delivery = RecordDelivery(
+            settings, handler, self._dead_letters, self._counts, self._stopping
         )
-        # Recording an invalid event as failed is a courtesy: one the store refuses for good
-        # must not hold the partition, so the event goes to the dead letter without it.
-        self._reject_retry = dataclasses.replace(self._record_retry, never=(PermanentError,))
-        self._handle_retry = dataclasses.replace(self._record_retry, never=(InvalidEvent,))
 
     # -- control ---------------------------------------------------------------------------
 
@@ -257,14 +231,14 @@ class KafkaVideoConsumer:
             event = parse_event(record.key, record.value, max_bytes=self._settings.max_event_bytes)
         except InvalidEvent as invalid:
             self._counts.records_invalid += 1
-            work = functools.partial(self._reject, invalid, info, record)
+            work = functools.partial(self._delivery.reject, invalid, info, record)
         except Exception as exc:  # a bug in validation must not stop the partition
             log.exception("validating %s failed unexpectedly", info)
             self._counts.records_invalid += 1
             error = InvalidEvent(f"event could not be validated: {exc}", code="event_invalid")
-            work = functools.partial(self._reject, error, info, record)
+            work = functools.partial(self._delivery.reject, error, info, record)
         else:
-            work = functools.partial(self._handle, event, info, record)
+            work = functools.partial(self._delivery.handle, event, info, record)
         task = asyncio.create_task(self._run_record(tp, record.offset, work), name=f"record {info}")
         self._tasks.setdefault(tp, {})[record.offset] = task
 
@@ -285,73 +259,6 @@ class KafkaVideoConsumer:
                 if not tasks:
                     del self._tasks[tp]
             self._slot_freed.set()
-
-    async def _handle(
-        self, event: VideoUploaded, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
-    ) -> None:
-        try:
-            async with self._video_locks.hold(event.video_id):
-                handle = functools.partial(self._handler.handle, event, info)
-                await self._retry(handle, "handle", info, self._handle_retry)
-        except InvalidEvent as refused:  # refused for good by the handler
-            self._counts.records_invalid += 1
-            await self._reject(refused, info, record)
-
-    async def _reject(
-        self, error: InvalidEvent, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
-    ) -> None:
-        # One WARNING line per invalid event, this one: the handler's reject logs lower.
-        log.warning(
-            "invalid event at %s (%s): %s; to dead-letter topic %s",
-            info,
-            error.code,
-            error,
-            self._dead_letters.topic,
-        )
-        try:
-            async with self._video_locks.hold(error.video_id):
-                reject = functools.partial(self._handler.reject, error, info)
-                await self._retry(reject, "reject", info, self._reject_retry)
-        except PermanentError as refused:
-            log.error("reject of %s refused (%s): %s", info, refused.code, refused)
-        await self._retry(
-            lambda: self._dead_letters.publish(
-                info,
-                record.value,
-                error,
-                original_headers=record.headers,
-                timestamp_type=record.timestamp_type,
-            ),
-            "dead-letter",
-            info,
-        )
-        self._counts.dead_lettered += 1
-
-    async def _retry(
-        self,
-        call: Callable[[], Awaitable[None]],
-        what: str,
-        info: RecordInfo,
-        policy: RetryPolicy | None = None,
-    ) -> None:
-        """Call until it succeeds (or fails in a way ``policy`` does not retry);
-        ``Abandoned`` when stopping."""
-
-        def failed(failure: RetryFailure) -> None:
-            self._counts.handler_failures += 1
-            log.warning(
-                "%s of %s failed (attempt %d), retrying in %.2fs: %s: %s",
-                what,
-                info,
-                failure.attempt,
-                failure.delay,
-                type(failure.error).__name__,
-                failure.error,
-                exc_info=failure.error if failure.attempt == 1 else None,
-            )
-
-        policy = policy or self._record_retry
-        await policy.call(call, stop=self._stopping, on_failure=failed)
 
     # -- commits and rebalances ------------------------------------------------------------
 

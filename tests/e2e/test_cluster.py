@@ -105,6 +105,21 @@ def _replica_ids(cluster: RayCluster, pool: str) -> set[str]:
     return {actor.actor_id for actor in cluster.list_actors() if actor.class_name == name}
 
 
+async def _credits_nodes(cluster: RayCluster, timeout_s: float = 60) -> set[str]:
+    """The nodes of the live chunk-credits actors, once one is live (it is made by the
+    first paced call, and its worker process takes a moment to start)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        actors = await asyncio.to_thread(cluster.list_actors)
+        credits = [a for a in actors if a.class_name == "ChunkCredits"]
+        alive = {a.node_id for a in credits if a.state == "ALIVE"}
+        if alive:
+            return alive
+        assert loop.time() < deadline, [(a.state, a.node_id) for a in credits]
+        await asyncio.sleep(0.5)
+
+
 def _in_flight(status: VideoStatus, owner: str | None = None) -> bool:
     """Running and part-way through (a chunk analysed), under ``owner`` if given."""
     running = status.status is VideoState.RUNNING and bool(status.stages)
@@ -152,14 +167,14 @@ async def test_vlm_on_the_gpu_node_and_a_cpu_node_lost_mid_run(
     for pool in CPU_POOLS:
         assert placed[pool], (pool, placed)
         assert placed[pool] <= cpu_nodes, (pool, placed)
-    # The process's own actor (its chunk credits) sits on its node, the head (where a driver
-    # on the head's machine attaches): a worker node lost takes none of it.
-    credits = [a for a in cluster.list_actors() if a.class_name == "ChunkCredits"]
-    assert {a.node_id for a in credits if a.state == "ALIVE"} == {cluster.head.node_id}
 
     # Lose the CPU node that decodes while videos are part-way through.
     await run.upload(videos)
     await run.wait_until(ids, lambda s: any(_in_flight(v) for v in s.values()))
+    # The process's own actor (its chunk credits, made by the first chunk that crosses to
+    # the VLM) sits on its node, the head (where a driver on the head's machine attaches):
+    # a worker node lost takes none of it.
+    assert await _credits_nodes(cluster) == {cluster.head.node_id}
     (lost_id,) = placed[INGEST]
     lost = next(n for n in CPU_NODES if cluster.workers[n].node_id == lost_id)
     await asyncio.to_thread(cluster.workers[lost].kill_raylet)

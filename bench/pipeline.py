@@ -52,6 +52,7 @@ from bench.summary import (
     LONG_SINGLE_MODE,
     MEMORY_MODE,
     PER_CORE_MODE,
+    PER_CORE_WRITES_MODE,
     compare,
     summarize,
 )
@@ -270,6 +271,19 @@ def wait_until_idle(threshold: float, longest_s: float) -> float:
         time.sleep(5)
 
 
+def _process_pools(single: RunSpec, modes: set[str]) -> list[tuple[str, str, RunSpec]]:
+    """One single-threaded process, one per core, and beside the service one per core that
+    writes its results as the service does."""
+    plan = [
+        ("sequential_single", "sequential", single),
+        (PER_CORE_MODE, "sequential", replace(single, setting={"processes": cores()})),
+    ]
+    if "streaming" in modes:
+        writes = {"processes": cores(), "write": True}
+        plan.append((PER_CORE_WRITES_MODE, "sequential", replace(single, setting=writes)))
+    return plan
+
+
 def _plan(
     args: argparse.Namespace, base: RunSpec, warmup: str, cache: Path
 ) -> list[tuple[str, str, RunSpec]]:
@@ -287,10 +301,7 @@ def _plan(
     )
     videos = base.videos
     single = replace(base, threads="single", warmup=warmup)
-    plan: list[tuple[str, str, RunSpec]] = [
-        ("sequential_single", "sequential", single),
-        (PER_CORE_MODE, "sequential", replace(single, setting={"processes": cores()})),
-    ]
+    plan = _process_pools(single, modes)
     # The 10 min video alone: one process on it, then the service's defaults.
     wanted = "streaming" in modes and "st-default" in streaming and not args.quick
     long_video = _long_video(cache, videos[0]) if wanted and not args.no_long else None

@@ -12,6 +12,7 @@ from bench.sampler import TreeSampler
 MEMORY_MODE = "memory"
 SINGLE_MODE = "sequential_single"  # one single-threaded process, the other cores idle
 PER_CORE_MODE = "sequential_per_core"  # one single-threaded process per core, all at once
+PER_CORE_WRITES_MODE = "sequential_per_core_writes"  # the same, each writing its results
 LONG_SINGLE_MODE = "sequential_single_long"  # one single-threaded process, the 10 min video
 LONG_PHASE = "long_alone"  # the 10 min video submitted alone to the service's defaults
 DEFAULT_MODE = "streaming:st-default"
@@ -69,7 +70,7 @@ def summarize(result: ModeResult, sampler: TreeSampler) -> dict[str, Any]:
     phases = extra.pop("phases", {})
     if phases:
         summary["phases"] = {name: _phase_summary(phase, sampler) for name, phase in phases.items()}
-    for key in ("rebalances", "metrics", "job_wall_s", "speech_rows"):
+    for key in ("rebalances", "metrics", "job_wall_s", "speech_rows", "videos_written"):
         if key in extra:
             summary[key] = extra[key]
     return summary
@@ -147,6 +148,12 @@ def _defaults_vs_processes(report: dict[str, Any], modes: dict[str, Any]) -> Non
     default, per_core = modes.get(DEFAULT_MODE, {}), modes.get(PER_CORE_MODE, {})
     report["default_vs_per_core"] = _ratio(default, per_core)
     report["first_result_default_vs_per_core"] = _ratio(default, per_core, "first_result_latency_s")
+    writes = modes.get(PER_CORE_WRITES_MODE, {})
+    if writes:  # a process pool that keeps its results, as the service does
+        report["default_vs_per_core_writes"] = _ratio(default, writes)
+        report["first_result_default_vs_per_core_writes"] = _ratio(
+            default, writes, "first_result_latency_s"
+        )
     long_phase = default.get("phases", {}).get(LONG_PHASE)
     alone = modes.get(LONG_SINGLE_MODE, {})
     if long_phase and alone.get("wall_s"):

@@ -11,6 +11,11 @@ of the process counts).
 video from a shared queue once its models are loaded: with one single-threaded process per core
 every core is busy with stage work and nothing else, so their per-stage CPU is what a video's
 stage work costs when the machine is full (the bottleneck bound is computed from it).
+
+``spec.setting["write"]``: each process also writes each video's results with the service's
+sink writer (Lance frame and summary rows, search rows, result documents) before it takes the
+next, each process to tables of its own (no commit of one waits for the other's): what a
+process per core that keeps its results costs.
 """
 
 from __future__ import annotations
@@ -34,7 +39,11 @@ from bench.modes.common import (
     quiet_environment,
     thread_counts,
 )
+from core.config import ServiceConfig
 from core.records import VideoRef
+from models.embedding import text_embedder
+from models.image_embedding import image_embedder
+from sinks.writer import SinkWriter
 from stages.base import Stage
 from stages.pipeline import Pipeline
 from stages.runner import SequentialRunner
@@ -94,8 +103,11 @@ def run(
     runner = SequentialRunner(pipeline)
     started = time.monotonic()
     runner.setup()
+    writer = _writer(config, Path(spec.workdir) / lane) if spec.setting.get("write") else None
     if spec.warmup:
-        runner.run_one(VideoRef(video_id="warmup", uri=Path(spec.warmup).as_uri()))
+        warm = runner.run_one(VideoRef(video_id=f"warmup-{lane}", uri=Path(spec.warmup).as_uri()))
+        if writer is not None:  # the tables made and the writer's model warm, as the service's
+            writer.submit(warm).result()
     setup_s = time.monotonic() - started
     ready()
     timeline: list[Activity] = []
@@ -105,12 +117,15 @@ def run(
     submitted: dict[str, float] = {}
     done: dict[str, float] = {}
     per_video_cpu: dict[str, float] = {}
-    frames = 0
+    frames = written = 0
     window_start = now()
     for video in spec.videos if videos is None else videos:
         submitted[video.video_id] = window_start  # a batch: every video is there at once
         ref = VideoRef(video_id=video.video_id, uri=Path(video.path).as_uri())
         result = runner.run_one(ref)
+        if writer is not None:
+            writer.submit(result).result()
+            written += 1
         done[video.video_id] = now()
         frames += len(result.frames)
         for stage_name, seconds in result.timings.items():
@@ -118,6 +133,8 @@ def run(
         per_video_cpu[video.video_id] = sum(result.timings.values())
     window_end = now()
     runner.teardown()
+    if writer is not None:
+        writer.close()
     return ModeResult(
         mode=spec.mode,
         setting={**spec.setting, "threads": spec.threads, **threads},
@@ -129,7 +146,18 @@ def run(
         setup_s=setup_s,
         stage_cpu_s=dict(cpu),
         timeline=timeline,
-        extra={"cpu_s_per_video": per_video_cpu},
+        extra={"cpu_s_per_video": per_video_cpu, "videos_written": written},
+    )
+
+
+def _writer(config: ServiceConfig, root: Path) -> SinkWriter:
+    """The service's sink writer on tables under ``root``."""
+    storage = config.storage.model_copy(
+        update={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")}
+    )
+    text_model = text_embedder(config.stages.embed_model, threads=config.stages.embed_threads)
+    return SinkWriter.from_settings(
+        storage, text_model=text_model, image_model=image_embedder(config.stages)
     )
 
 
@@ -174,7 +202,8 @@ def _run_processes(spec: RunSpec, processes: int) -> ModeResult:
         extra={
             "cpu_s_per_video": {
                 video: cpu for part in parts for video, cpu in part.extra["cpu_s_per_video"].items()
-            }
+            },
+            "videos_written": sum(part.extra["videos_written"] for part in parts),
         },
     )
 

@@ -65,6 +65,7 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     expected = {
         "sequential_single",
         "sequential_per_core",
+        "sequential_per_core_writes",
         "sequential",
         "sequential_defaults",
         "streaming:st-default",
@@ -104,6 +105,10 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     assert sum(work.values()) < stream["stage_cpu_s_per_video"]["ingest"] * 1.05
     # Every core had a process: the per-core run's processes each took a share of the videos.
     assert modes["sequential_per_core"]["setting"]["processes"] == bound["cores"]
+    # The same pool writing its results: every video of the window written, none before.
+    assert modes["sequential_per_core_writes"]["videos_written"] == 2
+    assert modes["sequential_per_core"]["videos_written"] == 0
+    assert report["default_vs_per_core_writes"] > 0
     split = report["efficiency_breakdown"]
     assert split["stage_cost_vs_bound"] > 0
     assert 0 < split["non_stage_cpu_fraction"] < 1

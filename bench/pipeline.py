@@ -58,6 +58,7 @@ from bench.summary import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+_BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 LONG_VIDEO_S = 600.0
 
 # Ray Data settings tried, every one reported. Per-actor CPUs stay fractional: with a whole
@@ -396,6 +397,11 @@ def run_mode(module: str, spec: RunSpec, *, timeout_s: float) -> tuple[ModeResul
     spec_path.write_text(spec.to_json())
     ray_tmp = Path(tempfile.mkdtemp(prefix="rsb-ray-"))  # short: Ray puts sockets there
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": str(ROOT)}
+    if module == "sequential" and spec.threads == "single":
+        # Single-threaded includes the BLAS under the text embedder (numpy), as Ray sets it in
+        # every replica: at a thread per core, two processes' BLAS threads spin against each
+        # other.
+        env.update(dict.fromkeys(_BLAS_THREADS, "1"))
     started = time.time()
     with log_path.open("ab") as log:
         process = subprocess.Popen(

@@ -13,7 +13,6 @@ transition alike. The CPU time is this process's, for the whole corpus.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from bench.quality_corpus import corpus, write_corpus
 from bench.quality_score import score_shots
+from bench.report import emit
 
 _DETECTORS = ("ContentDetector", "AdaptiveDetector")
 
@@ -53,10 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="reelsense-baseline-") as tmp:
         report = measure(args.workdir or Path(tmp))
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    emit(report, args.json)
 
 
 if __name__ == "__main__":

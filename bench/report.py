@@ -1,4 +1,4 @@
-"""The benchmark's picture and tables: a PNG timeline (Pillow) and a markdown summary.
+"""The benchmark's picture and tables: a PNG timeline (Pillow), a markdown summary, JSON reports.
 
 The timeline has one panel per mode: a lane per worker (thread, Ray Data actor, Serve
 replica) with a bar for every stretch of stage work, and the machine's CPU busy fraction
@@ -8,6 +8,7 @@ one that waits shows a sawtooth.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -286,3 +287,12 @@ def _breakdown_table(report: dict[str, Any]) -> list[str]:
                 "replicas do not time: their bound cost times the drift of the timed stages."
             )
     return lines
+
+
+def emit(report: dict[str, Any], out: Path | None) -> None:
+    """A benchmark's JSON report, printed, and written to ``out`` when one is given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")

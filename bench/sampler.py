@@ -20,6 +20,7 @@ class Sample:
     machine_busy: float  # machine CPU busy fraction since the previous sample (0..1)
     processes: int
     cpu_by_name: dict[str, float] = field(default_factory=dict)  # cumulative, per process name
+    sampler_cpu_s: float = 0.0  # cumulative CPU of the thread that took the samples
 
 
 @dataclass
@@ -99,6 +100,7 @@ class TreeSampler:
                 machine_busy=busy,
                 processes=len(tree),
                 cpu_by_name=by_name,
+                sampler_cpu_s=time.thread_time(),
             )
         )
 
@@ -131,6 +133,12 @@ class TreeSampler:
         }
         ordered = sorted(spent.items(), key=lambda item: -item[1])
         return {name: round(cpu, 2) for name, cpu in ordered if cpu >= 0.005}
+
+    def sampler_cpu_between(self, start: float, end: float) -> float:
+        """CPU seconds the sampling itself took between two times (part of the sampled
+        process's own CPU when the sampler runs in it)."""
+        first, inside = self._window(start, end)
+        return inside[-1].sampler_cpu_s - first.sampler_cpu_s if first is not None else 0.0
 
     def _window(self, start: float, end: float) -> tuple[Sample | None, list[Sample]]:
         """The last sample before ``start`` (the baseline of cumulative counts; the first

@@ -16,7 +16,6 @@ model's load time apart.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -24,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.quality_corpus import corpus
+from bench.report import emit
 from bench.speech_media import write_speech_video
 from core.config import ServiceConfig
 from core.records import VideoRef
@@ -182,11 +182,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with tempfile.TemporaryDirectory(prefix="reelsense-bench-") as tmp:
         report = measure(args.videos, args.seconds, Path(tmp), args.speech_seconds)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    emit(report, args.json)
 
 
 if __name__ == "__main__":

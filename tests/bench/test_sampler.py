@@ -33,3 +33,18 @@ def test_a_child_started_later_is_found_and_its_cpu_counted() -> None:
     assert busy > 0
     by_name = sampler.cpu_by_name_between(started, ended)
     assert abs(sum(by_name.values()) - cpu) < 0.05
+
+
+def test_the_samplers_own_cpu_is_counted_apart() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    started = time.time()
+    with TreeSampler(process.pid, period_s=0.01, discover_s=0.01) as sampler:
+        assert process.wait(timeout=30) == 0
+    ended = time.time()
+    # Sampling every 10 ms reads /proc a hundred times a second: its CPU is the sampler's, in
+    # this process, not the sleeping child's.
+    sampling = sampler.sampler_cpu_between(started, ended)
+    tree, _ = sampler.cpu_between(started, ended)
+    assert sampling > 0.0
+    assert tree < 0.05
+    assert sampler.sampler_cpu_between(ended + 60, ended + 61) == 0.0  # no sample there

@@ -41,7 +41,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
 from core.config import ServiceConfig
-from runtime.metrics import replica_name
+from runtime.activity import replica_name
 
 log = logging.getLogger(__name__)
 

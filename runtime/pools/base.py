@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from core.errors import ReelsenseError
 from core.records import Chunk
+from runtime.activity import StageActivity, replica_name
 from runtime.executor import PooledChunk
-from runtime.metrics import StageActivity, replica_name
 from stages.base import Stage, process_each
 from stages.pipeline import Pipeline
 

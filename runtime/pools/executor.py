@@ -13,8 +13,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, VideoRef, VideoResult
 from core.stage_names import EMBED
+from runtime.activity import ActivitySnapshot
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
-from runtime.metrics import ActivitySnapshot
 from runtime.pools.application import pools_application
 from runtime.pools.base import INGEST, POOLS_APP, WRITER
 from runtime.pools.ingest import ChunkCredits

@@ -15,6 +15,7 @@ import ray
 from core.config import ServiceConfig
 from core.records import BULK_LANE, FRESH_LANE, Chunk, LocalVideo, VideoRef, as_lane
 from core.stage_names import DECODE, EMBED, FETCH
+from runtime.activity import ActivitySnapshot, StageActivity, replica_name
 from runtime.executor import (
     FusedChunk,
     FusedOutputs,
@@ -23,7 +24,6 @@ from runtime.executor import (
     merge_outputs,
     with_speech,
 )
-from runtime.metrics import ActivitySnapshot, StageActivity, replica_name
 from runtime.pools.base import INGEST, StageRunner, later_stages
 from runtime.pools.split import VideoRanges
 from stages.pipeline import Pipeline

@@ -10,8 +10,8 @@ from ray.serve.handle import DeploymentHandle
 
 from core.config import PoolSettings, ServiceConfig
 from core.records import Chunk, EarlierResult, VideoResult
+from runtime.activity import ActivitySnapshot
 from runtime.executor import PooledChunk
-from runtime.metrics import ActivitySnapshot
 from runtime.pools.base import Outcome, StageRunner, later_stages, unwrap
 from runtime.result_writer import FencedResultWriter
 from stages.pipeline import Pipeline

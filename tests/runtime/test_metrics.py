@@ -18,12 +18,12 @@ from core.records import LocalVideo, VideoRef
 from devkit.service_run import ServiceRun
 from devkit.services import free_port
 from devkit.workload import publish, write_videos
+from runtime.activity import StageActivity
 from runtime.executor import ChunkTicket
 from runtime.metrics import (
     LagReader,
     MetricsPoller,
     PipelineMetrics,
-    StageActivity,
     sample_values,
     start_metrics_server,
 )

@@ -20,38 +20,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-
 from bench.report import emit
 from bench.sampler import TreeSampler
 from checkpoint.base import VideoState
-from consumers.events import VideoUploaded
 from core.config import ServiceConfig
 from devkit.samples import Scene, write_video
 from devkit.stack import EmbeddedStack
+from devkit.workload import publish, upload_record, wait_final
 from runtime.cluster import ray_connection
 from runtime.service import ReelsenseService
 
+_WARM_UP = "idle-warmup"
 _SETTLE_S = 10.0  # after the warm-up video: its transitions, commits and webhooks are over
 
 
 async def _warm_up(service: ReelsenseService, config: ServiceConfig, video: Path) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=config.kafka.bootstrap, acks="all")
-    await producer.start()
-    try:
-        event = VideoUploaded(video_id="idle-warmup", uri=video.as_uri())
-        await producer.send_and_wait(config.kafka.topic, event.to_bytes(), key=b"idle-warmup")
-    finally:
-        await producer.stop()
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        status = await service.store.get("idle-warmup")
-        if status is not None and status.status in (VideoState.DONE, VideoState.FAILED):
-            if status.status is VideoState.FAILED:
-                raise RuntimeError(f"warm-up failed: {status.error_code}")
-            return
-        await asyncio.sleep(0.5)
-    raise TimeoutError("warm-up video not done in 600 s")
+    await publish(config.kafka.bootstrap, config.kafka.topic, [upload_record(_WARM_UP, video)])
+    status = (await wait_final(service.store, [_WARM_UP]))[_WARM_UP]
+    if status.status is VideoState.FAILED:
+        raise RuntimeError(f"warm-up failed: {status.error_code}: {status.error_message}")
 
 
 async def _measure(config: ServiceConfig, video: Path, seconds: float) -> dict[str, Any]:

@@ -36,7 +36,10 @@ def test_a_child_started_later_is_found_and_its_cpu_counted() -> None:
 
 
 def test_the_samplers_own_cpu_is_counted_apart() -> None:
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    sleeper = "import time; print('up', flush=True); time.sleep(1.5)"
+    process = subprocess.Popen([sys.executable, "-c", sleeper], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"up\n"  # its start-up CPU spent before the window
     started = time.time()
     with TreeSampler(process.pid, period_s=0.01, discover_s=0.01) as sampler:
         assert process.wait(timeout=30) == 0

@@ -53,6 +53,7 @@ from bench.summary import (
     MEMORY_MODE,
     PER_CORE_MODE,
     PER_CORE_WRITES_MODE,
+    RAY_ACTORS_MODE,
     compare,
     summarize,
 )
@@ -274,7 +275,8 @@ def wait_until_idle(threshold: float, longest_s: float) -> float:
 
 def _process_pools(single: RunSpec, modes: set[str]) -> list[tuple[str, str, RunSpec]]:
     """One single-threaded process, one per core, and beside the service one per core that
-    writes its results as the service does."""
+    writes its results as the service does and the same pool run as Ray actors (Ray's own
+    cost, the floor under the service)."""
     plan = [
         ("sequential_single", "sequential", single),
         (PER_CORE_MODE, "sequential", replace(single, setting={"processes": cores()})),
@@ -282,6 +284,8 @@ def _process_pools(single: RunSpec, modes: set[str]) -> list[tuple[str, str, Run
     if "streaming" in modes:
         writes = {"processes": cores(), "write": True}
         plan.append((PER_CORE_WRITES_MODE, "sequential", replace(single, setting=writes)))
+        per_core = {"processes": cores()}
+        plan.append((RAY_ACTORS_MODE, "actors", replace(single, setting=per_core)))
     return plan
 
 
@@ -397,7 +401,7 @@ def run_mode(module: str, spec: RunSpec, *, timeout_s: float) -> tuple[ModeResul
     spec_path.write_text(spec.to_json())
     ray_tmp = Path(tempfile.mkdtemp(prefix="rsb-ray-"))  # short: Ray puts sockets there
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": str(ROOT)}
-    if module == "sequential" and spec.threads == "single":
+    if module in ("sequential", "actors") and spec.threads == "single":
         # Single-threaded includes the BLAS under the text embedder (numpy), as Ray sets it in
         # every replica: at a thread per core, two processes' BLAS threads spin against each
         # other.

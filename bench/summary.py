@@ -13,6 +13,7 @@ MEMORY_MODE = "memory"
 SINGLE_MODE = "sequential_single"  # one single-threaded process, the other cores idle
 PER_CORE_MODE = "sequential_per_core"  # one single-threaded process per core, all at once
 PER_CORE_WRITES_MODE = "sequential_per_core_writes"  # the same, each writing its results
+RAY_ACTORS_MODE = "ray_actors_per_core"  # the same as plain Ray actors: Ray's own cost
 LONG_SINGLE_MODE = "sequential_single_long"  # one single-threaded process, the 10 min video
 LONG_PHASE = "long_alone"  # the 10 min video submitted alone to the service's defaults
 DEFAULT_MODE = "streaming:st-default"
@@ -153,6 +154,16 @@ def _defaults_vs_processes(report: dict[str, Any], modes: dict[str, Any]) -> Non
         report["default_vs_per_core_writes"] = _ratio(default, writes)
         report["first_result_default_vs_per_core_writes"] = _ratio(
             default, writes, "first_result_latency_s"
+        )
+    actors = modes.get(RAY_ACTORS_MODE, {})
+    if actors:  # the pool in Ray actors: how much of the gap Ray's runtime alone makes
+        report["ray_actors_vs_per_core"] = _ratio(actors, per_core)
+        report["first_result_ray_actors_vs_per_core"] = _ratio(
+            actors, per_core, "first_result_latency_s"
+        )
+        report["default_vs_ray_actors"] = _ratio(default, actors)
+        report["first_result_default_vs_ray_actors"] = _ratio(
+            default, actors, "first_result_latency_s"
         )
     long_phase = default.get("phases", {}).get(LONG_PHASE)
     alone = modes.get(LONG_SINGLE_MODE, {})

@@ -162,8 +162,7 @@ def _writer(config: ServiceConfig, root: Path) -> SinkWriter:
 
 
 def _run_processes(spec: RunSpec, processes: int) -> ModeResult:
-    """``processes`` runners at once (fresh interpreters), one window: from the first video
-    any of them starts to the last one done."""
+    """``processes`` runners at once (fresh interpreters)."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     for index in range(len(spec.videos)):
@@ -183,7 +182,12 @@ def _run_processes(spec: RunSpec, processes: int) -> ModeResult:
     failed = [w.exitcode for w in workers if w.exitcode != 0]
     if failed:
         raise RuntimeError(f"sequential processes failed with exit codes {failed}")
-    parts = [ModeResult.read(out) for out in outs]
+    return merged([ModeResult.read(out) for out in outs])
+
+
+def merged(parts: list[ModeResult]) -> ModeResult:
+    """The runs of several runners at once as one: one window, from the first video any of
+    them starts to the last one done."""
     start = min(part.window_start for part in parts)
     stage_cpu: dict[str, float] = defaultdict(float)
     for part in parts:

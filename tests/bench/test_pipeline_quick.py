@@ -66,6 +66,7 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
         "sequential_single",
         "sequential_per_core",
         "sequential_per_core_writes",
+        "ray_actors_per_core",
         "sequential",
         "sequential_defaults",
         "streaming:st-default",
@@ -109,6 +110,12 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     assert modes["sequential_per_core_writes"]["videos_written"] == 2
     assert modes["sequential_per_core"]["videos_written"] == 0
     assert report["default_vs_per_core_writes"] > 0
+    # The same pool in plain Ray actors: each actor a runner, every video once.
+    actors = modes["ray_actors_per_core"]
+    assert actors["setting"]["processes"] == bound["cores"]
+    assert actors["videos_written"] == 0
+    assert report["ray_actors_vs_per_core"] > 0
+    assert report["default_vs_ray_actors"] > 0
     split = report["efficiency_breakdown"]
     assert split["stage_cost_vs_bound"] > 0
     assert 0 < split["non_stage_cpu_fraction"] < 1

@@ -74,9 +74,9 @@ def run(spec: RunSpec) -> ModeResult:
     )
     ray_start_s = time.monotonic() - started
     try:
-        lineup = _Lineup.remote(len(spec.videos), runners)
+        lineup = _Lineup.remote(len(spec.videos), runners)  # type: ignore[attr-defined]
         calls = [
-            _Runner.remote().run.remote(spec.to_json(), lineup, f"actor-{n}")
+            _Runner.remote().run.remote(spec.to_json(), lineup, f"actor-{n}")  # type: ignore[attr-defined]
             for n in range(runners)
         ]
         parts = [ModeResult.read(Path(out)) for out in ray.get(calls)]

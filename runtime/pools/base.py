@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from core.errors import ReelsenseError
 from core.records import Chunk
-from runtime.activity import StageActivity, replica_name
+from runtime.activity import StageActivity, StageThreads, replica_name
 from runtime.executor import PooledChunk
 from stages.base import Stage, process_each
 from stages.pipeline import Pipeline
@@ -27,13 +29,22 @@ class StageRunner:
         self.stage = stage
         stage.setup()
         self.activity = StageActivity(stage.name, replica_name(stage.name))
+        self._threads = StageThreads()
 
-    async def run(self, items: Sequence[PooledChunk | Chunk]) -> list[Outcome]:
+    async def run(
+        self, items: Sequence[PooledChunk | Chunk], *, thread: ThreadPoolExecutor | None = None
+    ) -> list[Outcome]:
         """The stage on the chunks (a ticket's pixels read from the object store), an outcome
-        per item: a chunk without pixels, or that item's own error (blamed on the stage)."""
+        per item: a chunk without pixels, or that item's own error (blamed on the stage).
+        ``thread``: the caller's (a video's lease, ``StageThreads``); else one of this
+        runner's own, the one its last call ran on when it is free."""
         read = await asyncio.gather(*(_pixels(item) for item in items))
         chunks = [chunk for chunk in read if isinstance(chunk, Chunk)]
-        with self.activity.working(sum(len(chunk.frames) for chunk in chunks)) as work:
+        frames = sum(len(chunk.frames) for chunk in chunks)
+        with (
+            contextlib.nullcontext(thread) if thread else self._threads.lease() as leased,
+            self.activity.working(frames, thread=leased) as work,
+        ):
             done = iter(await work.in_thread(process_each, self.stage, chunks))
         outcomes = [next(done) if isinstance(chunk, Chunk) else chunk for chunk in read]
         for outcome in outcomes:
@@ -55,9 +66,11 @@ class StageRunner:
                 raise
         return done.without_images()
 
-    async def run_one(self, item: PooledChunk | Chunk) -> Chunk:
-        """The stage on one chunk; its error raised."""
-        (outcome,) = await self.run([item])
+    async def run_one(
+        self, item: PooledChunk | Chunk, *, thread: ThreadPoolExecutor | None = None
+    ) -> Chunk:
+        """The stage on one chunk (on ``thread``, as ``run``); its error raised."""
+        (outcome,) = await self.run([item], thread=thread)
         return unwrap(outcome)
 
 

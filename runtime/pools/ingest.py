@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -15,7 +16,7 @@ import ray
 from core.config import ServiceConfig
 from core.records import BULK_LANE, FRESH_LANE, Chunk, LocalVideo, VideoRef, as_lane
 from core.stage_names import DECODE, EMBED, FETCH
-from runtime.activity import ActivitySnapshot, StageActivity, replica_name
+from runtime.activity import ActivitySnapshot, StageActivity, StageThreads, replica_name
 from runtime.executor import (
     FusedChunk,
     FusedOutputs,
@@ -141,6 +142,7 @@ class IngestPool:
         # held stays bounded by the chunks in flight, whatever the length of the video.
         self._held: dict[str, dict[int, ray.ObjectRef[Any]]] = {}
         self._fresh_first = FreshFirst()
+        self._threads = StageThreads()  # a video's decoding and fused stages on one thread
 
     async def ingest(
         self,
@@ -178,11 +180,19 @@ class IngestPool:
                     if len(ranges) > 1:
                         yield VideoRanges(tuple(ranges[1:]))
                         end_chunk = ranges[0].end_chunk
-                tickets = self._tickets(
-                    video, resume, end_chunk, credits=credits, key=key, inline=inline, held=held
-                )
-                async for item in with_speech(tickets, self._speech, video, speech_from):
-                    yield item
+                with self._threads.lease() as thread:
+                    tickets = self._tickets(
+                        video,
+                        resume,
+                        end_chunk,
+                        credits=credits,
+                        key=key,
+                        inline=inline,
+                        held=held,
+                        thread=thread,
+                    )
+                    async for item in with_speech(tickets, self._speech, video, speech_from):
+                        yield item
             finally:
                 asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
                 await asyncio.to_thread(self._fetch.release, video)
@@ -197,15 +207,16 @@ class IngestPool:
         key: str,
         inline: tuple[str, ...],
         held: dict[int, ray.ObjectRef[Any]],
+        thread: ThreadPoolExecutor,
     ) -> AsyncIterator[PooledChunk | FusedChunk]:
         chunks: Iterator[Chunk] = self._decode.stream_from(video, resume, end_chunk)
         produced = 0
         while credits is None or await self._granted(credits, key, produced, held):
             await self._fresh_first.turn(video.ref)
-            chunk = await self._next_chunk(chunks)
+            chunk = await self._next_chunk(chunks, thread)
             if chunk is None:
                 return
-            yield await self._ticket(chunk, inline, held)
+            yield await self._ticket(chunk, inline, held, thread)
             produced += 1
 
     @staticmethod
@@ -219,8 +230,10 @@ class IngestPool:
             held.pop(index, None)
         return bool(still_wanted)
 
-    async def _next_chunk(self, chunks: Iterator[Chunk]) -> Chunk | None:
-        with self._activity[DECODE].working() as work:
+    async def _next_chunk(
+        self, chunks: Iterator[Chunk], thread: ThreadPoolExecutor
+    ) -> Chunk | None:
+        with self._activity[DECODE].working(thread=thread) as work:
             chunk = await work.in_thread(next, chunks, _END)
             if not isinstance(chunk, Chunk):
                 return None
@@ -228,11 +241,15 @@ class IngestPool:
         return chunk
 
     async def _ticket(
-        self, chunk: Chunk, inline: tuple[str, ...], held: dict[int, ray.ObjectRef[Any]]
+        self,
+        chunk: Chunk,
+        inline: tuple[str, ...],
+        held: dict[int, ray.ObjectRef[Any]],
+        thread: ThreadPoolExecutor,
     ) -> PooledChunk | FusedChunk:
         """The chunk's ticket: its pixels put in the object store unless every image stage
         ran here, on it, already."""
-        fused = await self._run_inline(chunk, inline) if inline else None
+        fused = await self._run_inline(chunk, inline, thread) if inline else None
         if fused is not None and set(self._image_stages) <= fused.stages:
             return FusedChunk(chunk.video_id, chunk.index, len(chunk.frames), chunk.last, fused)
         held[chunk.index] = pixels = ray.put(chunk)
@@ -240,12 +257,14 @@ class IngestPool:
             chunk.video_id, chunk.index, len(chunk.frames), chunk.last, pixels, fused=fused
         )
 
-    async def _run_inline(self, chunk: Chunk, inline: tuple[str, ...]) -> FusedOutputs:
+    async def _run_inline(
+        self, chunk: Chunk, inline: tuple[str, ...], thread: ThreadPoolExecutor
+    ) -> FusedOutputs:
         seconds: dict[str, float] = {}
 
         async def run(name: str, on: Chunk) -> Chunk:
             started = time.monotonic()
-            done = await self._fused[name].run_one(on)
+            done = await self._fused[name].run_one(on, thread=thread)
             seconds[name] = time.monotonic() - started
             return done
 
@@ -273,6 +292,7 @@ class IngestPool:
         return sum(len(held) for held in self._held.values())
 
     def __del__(self) -> None:
+        self._threads.close()
         for runner in self._fused.values():
             runner.stage.teardown()
         if self._speech is not None:

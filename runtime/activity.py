@@ -53,6 +53,7 @@ class StageThreads:
 
     @contextlib.contextmanager
     def lease(self) -> Iterator[ThreadPoolExecutor]:
+        """A thread for one video's calls until the block ends."""
         thread = self._idle.pop() if self._idle else ThreadPoolExecutor(1, "stage")
         try:
             yield thread

@@ -17,6 +17,7 @@ import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -98,9 +99,11 @@ async def with_speech(
     stage: SpeechStage | None,
     video: LocalVideo,
     speech_from: int | None,
+    thread: Executor | None = None,
 ) -> AsyncIterator[T | SpeechItem]:
     """``tickets``, with the video's speech from window ``speech_from`` on (None: none)
-    recognised by ``stage`` in a worker thread meanwhile: what it has heard is put between
+    recognised by ``stage`` in a worker thread meanwhile (on ``thread`` when given, a lease of
+    ``runtime.activity.StageThreads``): what it has heard is put between
     the tickets, the rest follows the last one. Decoding never waits for speech recognition
     (nor the reverse) until the tickets end. An error of the speech ends the stream as soon
     as it is seen. On the way out the recognition is told to stop and the window under way
@@ -114,8 +117,9 @@ async def with_speech(
     heard: asyncio.Queue[SpeechItem | None] = asyncio.Queue()
 
     async def listen() -> None:
+        loop = asyncio.get_running_loop()
         try:
-            while (item := await asyncio.to_thread(next, speech, None)) is not None:
+            while (item := await loop.run_in_executor(thread, next, speech, None)) is not None:
                 heard.put_nowait(item)
         finally:
             heard.put_nowait(None)

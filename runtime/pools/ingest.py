@@ -180,7 +180,10 @@ class IngestPool:
                     if len(ranges) > 1:
                         yield VideoRanges(tuple(ranges[1:]))
                         end_chunk = ranges[0].end_chunk
-                with self._threads.lease() as thread:
+                listens = self._speech is not None and speech_from is not None
+                with contextlib.ExitStack() as leases:
+                    thread = leases.enter_context(self._threads.lease())
+                    listener = leases.enter_context(self._threads.lease()) if listens else None
                     tickets = self._tickets(
                         video,
                         resume,
@@ -191,7 +194,9 @@ class IngestPool:
                         held=held,
                         thread=thread,
                     )
-                    async for item in with_speech(tickets, self._speech, video, speech_from):
+                    async for item in with_speech(
+                        tickets, self._speech, video, speech_from, listener
+                    ):
                         yield item
             finally:
                 asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)

@@ -8,7 +8,7 @@ Three kinds of case:
   dead-lettered with ``code`` and, when a video id can be read (``status_id``), that video must
   end failed with ``code``.
 - the network cases that need a stub resolver (a test host name mapped to an internal
-  address) run against ``stages.fetch.download`` in the test process: see ``test_corpus.py``.
+  address) run against ``stages.download.download`` in the test process: see ``test_corpus.py``.
 """
 
 from __future__ import annotations

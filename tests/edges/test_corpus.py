@@ -10,7 +10,7 @@ Nothing may leave the machine: a guard in this process refuses (and records) any
 to an address outside loopback, the service runs with ``limits.allow_private=False`` so the
 fetch replicas refuse internal targets before connecting, and a loopback trap that the SSRF
 cases aim at must never see a connection. The cases that need a stub resolver (a test host
-name that maps to an internal address) run against ``stages.fetch.download`` in this process.
+name that maps to an internal address) run against ``stages.download.download`` in this process.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from core.errors import ReelsenseError
 from devkit.receiver import WebhookReceiver
 from devkit.service_run import ServiceRun
 from devkit.workload import KafkaRecord, Published, read_records, upload_record
-from stages.fetch import download, probe_video
+from stages.download import download
+from stages.fetch import probe_video
 from tests.edges.corpus import (
     EVENT_CASES,
     LIMITS,

@@ -37,6 +37,7 @@ from core import netguard
 from core.config import LimitSettings, StorageSettings
 from core.errors import PermanentError
 from core.records import VideoRef
+from stages.download import download
 from stages.errors import (
     FetchFailed,
     FetchRefused,
@@ -46,7 +47,7 @@ from stages.errors import (
     SourceTooLarge,
     UnsupportedMedia,
 )
-from stages.fetch import FetchProbeStage, download
+from stages.fetch import FetchProbeStage
 from tests.stages import media
 
 PUBLIC_IP = "93.184.216.34"

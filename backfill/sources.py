@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from consumers.events import VideoUploaded
 from core.config import StorageSettings
 from sinks.lance import LanceSummarySink
-from sinks.lance_table import sql_string
+from sinks.lance_rows import sql_string
 from storage.uri import object_store_from_uri
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v", ".ts", ".flv"})

@@ -45,7 +45,8 @@ from bench.lance_upkeep_parts import (
 from bench.runs import in_workdir, write_json
 from bench.search_phrases import latency_queries
 from core.search import SearchFilter
-from sinks.lance_table import LanceTable, sql_string
+from sinks.lance_rows import sql_string
+from sinks.lance_table import LanceTable
 
 SNAPSHOTS = 10
 READS = ("video_row", "tenant_videos", "video_segments", "text_search", "vector_search")

@@ -19,7 +19,8 @@ from core.records import Frame, OcrLine, ProbeInfo, Vector, VideoRef, VideoResul
 from models.base import TextEmbeddingModel
 from sinks.indexes import IndexUpkeep
 from sinks.lance import LanceSummarySink
-from sinks.lance_table import LanceTable, table_uri
+from sinks.lance_rows import table_uri
+from sinks.lance_table import LanceTable
 from sinks.search import LanceSearchIndex
 
 CHUNKS = 4  # partial writes per video

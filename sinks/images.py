@@ -24,16 +24,8 @@ from core.config import StorageSettings
 from core.records import Frame, Vector, VideoResult
 from models.base import ImageEmbeddingModel
 from sinks.indexes import IndexUpkeep, VectorIndexJob
-from sinks.lance_table import (
-    DEFAULT_EMBEDDING_DIM,
-    EmbeddingRowsSink,
-    LanceTable,
-    columns_table,
-    map_lance_error,
-    model_table_name,
-    sql_string,
-    table_uri,
-)
+from sinks.lance_rows import columns_table, model_table_name, sql_string, table_uri
+from sinks.lance_table import DEFAULT_EMBEDDING_DIM, EmbeddingRowsSink, LanceTable, map_lance_error
 from sinks.object_store import shot_entries
 from sinks.search_rows import shot_at
 

@@ -1,4 +1,5 @@
-"""A Lance table written by keyed upserts, and the helpers its sinks share.
+"""A Lance table written by keyed upserts, its errors, and the sink of per-frame rows with
+vectors that its tables share (names, filters and Arrow rows: ``sinks.lance_rows``).
 
 Upserts are keyed by the video, so a write is idempotent and a video re-processed under a new
 pipeline version ends up with exactly its new rows. The key columns are declared as the table's
@@ -8,12 +9,10 @@ it; one writer per table (``sinks.writer``) still keeps such conflicts rare.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -28,6 +27,7 @@ from core.errors import ReelsenseError
 from core.records import VideoResult
 from sinks.base import Sink
 from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.lance_rows import first_dim, latest_per_video, table_uri, video_predicate
 from storage.s3 import lance_storage_options
 
 log = logging.getLogger(__name__)
@@ -63,27 +63,6 @@ _CREATE_LOCK = threading.Lock()
 _WARNED_DIMS: set[str] = set()  # tables whose vectors' size was said not to fit
 
 
-def table_uri(root: str, table: str) -> str:
-    """The dataset URI of ``table`` under ``root`` (a folder or an ``s3://`` prefix)."""
-    return f"{root.rstrip('/')}/{table}.lance"
-
-
-def model_table_name(prefix: str, model_id: str) -> str:
-    """``<prefix>_<model>_<digest>``: the table of one model's vectors, readable, and distinct
-    for every model id (vectors of two models never share a table)."""
-    slug = re.sub(r"[^a-z0-9]+", "_", model_id.lower()).strip("_")[:48]
-    return f"{prefix}_{slug}_{hashlib.sha256(model_id.encode()).hexdigest()[:8]}"
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a SQL string literal for Lance filters."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def video_predicate(video_ids: Iterable[str]) -> str:
-    return f"video_id IN ({', '.join(sql_string(v) for v in video_ids)})"
-
-
 def map_lance_error(exc: BaseException, *, table: str) -> ReelsenseError:
     """Lance raises OSError/ValueError/RuntimeError with the Rust error in the text."""
     if isinstance(exc, ReelsenseError):
@@ -94,53 +73,6 @@ def map_lance_error(exc: BaseException, *, table: str) -> ReelsenseError:
     if any(marker in text for marker in _REJECTED_MARKERS):
         return SinkRejected(f"{table}: {text}")
     return SinkUnavailable(f"{table}: {type(exc).__name__}: {text}")
-
-
-def latest_per_video(results: Sequence[VideoResult]) -> list[VideoResult]:
-    """One result per video_id (the last submitted wins), in first-seen order."""
-    by_id: dict[str, VideoResult] = {}
-    for result in results:
-        by_id[result.ref.video_id] = result
-    return list(by_id.values())
-
-
-def embedding_array(vectors: Sequence[Any], dim: int) -> pa.FixedSizeListArray:
-    """A nullable fixed_size_list<float32>[dim] column; None entries become nulls."""
-    values = np.zeros((len(vectors), dim), dtype=np.float32)
-    mask = np.zeros(len(vectors), dtype=bool)
-    for row, vector in enumerate(vectors):
-        if vector is None:
-            mask[row] = True
-            continue
-        flat = np.asarray(vector, dtype=np.float32).ravel()
-        if flat.shape[0] != dim:
-            raise SinkRejected(
-                f"embedding has {flat.shape[0]} dimensions, the table has {dim}",
-                code="sink_embedding_dim_mismatch",
-            )
-        values[row] = flat
-    return pa.FixedSizeListArray.from_arrays(
-        pa.array(values.ravel()), dim, mask=pa.array(mask) if mask.any() else None
-    )
-
-
-def columns_table(columns: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
-    """A table of ``schema`` from column lists; ``embedding`` is built as a vector column."""
-    arrays = [
-        embedding_array(columns[f.name], f.type.list_size)
-        if f.name == "embedding"
-        else pa.array(columns[f.name], type=f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def first_dim(results: Sequence[VideoResult]) -> int | None:
-    for result in results:
-        for frame in result.frames:
-            if frame.embedding is not None:
-                return int(np.asarray(frame.embedding).size)
-    return None
 
 
 def _declared(schema: pa.Schema, keys: Sequence[str]) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sinks.lance_table import video_predicate
+from sinks.lance_rows import video_predicate
 from sinks.search import LanceSearchIndex
 from sinks.search_rows import Shot, search_rows
 from sinks.segments import LanceSegmentSink

@@ -34,16 +34,15 @@ from models.base import TextEmbeddingModel
 from sinks.base import Sink
 from sinks.images import FRAME_KIND, ImageSearch
 from sinks.indexes import IndexUpkeep, TextIndexJob, VectorIndexJob
-from sinks.lance_table import (
-    LanceTable,
+from sinks.lance_rows import (
     columns_table,
     latest_per_video,
-    map_lance_error,
     model_table_name,
     sql_string,
     table_uri,
     video_predicate,
 )
+from sinks.lance_table import LanceTable, map_lance_error
 from sinks.search_rows import result_rows, segment_key
 
 RRF_K = 60

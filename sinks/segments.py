@@ -24,7 +24,8 @@ from core.config import StorageSettings
 from core.records import VideoResult
 from core.spans import text_spans
 from sinks.base import Sink
-from sinks.lance_table import LanceTable, latest_per_video, sql_string, table_uri
+from sinks.lance_rows import latest_per_video, sql_string, table_uri
+from sinks.lance_table import LanceTable
 from sinks.object_store import shot_entries
 
 

@@ -23,15 +23,8 @@ from core.records import SearchHit, VideoResult
 from sinks.base import VectorIndex
 from sinks.errors import SinkRejected
 from sinks.indexes import IndexUpkeep, VectorIndexJob
-from sinks.lance_table import (
-    EmbeddingRowsSink,
-    LanceTable,
-    columns_table,
-    map_lance_error,
-    sql_string,
-    table_uri,
-    video_predicate,
-)
+from sinks.lance_rows import columns_table, sql_string, table_uri, video_predicate
+from sinks.lance_table import EmbeddingRowsSink, LanceTable, map_lance_error
 
 INDEX_NAME = "embedding_idx"
 

@@ -20,7 +20,8 @@ from core.config import RedisSettings
 from core.errors import RetryableError
 from devkit.services import redis_server
 from sinks.lance import LanceFrameSink, LanceSummarySink, videos_schema
-from sinks.lance_table import LanceTable, table_uri
+from sinks.lance_rows import table_uri
+from sinks.lance_table import LanceTable
 from sinks.writer import SinkWriter
 from sinks.writer_lease import NoWriterLease, WriterLease, lease_key
 from tests.sinks import make_result

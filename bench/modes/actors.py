@@ -13,15 +13,20 @@ the same stage work), the floor under any design whose stages run in Ray actors 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 
 import ray
 
 from bench.modes import sequential
-from bench.modes.common import ModeResult, RunSpec, cores, mode_main, quiet_environment
-from runtime.cluster import lighten_local_ray
+from bench.modes.common import (
+    ModeResult,
+    RunSpec,
+    cores,
+    mode_main,
+    quiet_environment,
+    start_local_ray,
+)
 
 # Each runner's share of a core: whole cores would leave Ray's own actors none.
 _RUNNER_CPUS = 0.95
@@ -64,14 +69,7 @@ class _Runner:
 def run(spec: RunSpec) -> ModeResult:
     runners = int(spec.setting.get("processes", cores()))
     started = time.monotonic()
-    lighten_local_ray()  # the same local Ray settings as the service's
-    ray.init(
-        include_dashboard=False,
-        num_cpus=cores(),
-        _temp_dir=os.environ.get("RAY_TMPDIR") or str(Path(spec.workdir) / "ray"),
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    start_local_ray(spec, cores())
     ray_start_s = time.monotonic() - started
     try:
         lineup = _Lineup.remote(len(spec.videos), runners)  # type: ignore[attr-defined]

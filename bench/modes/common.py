@@ -266,6 +266,23 @@ def mode_main(run: Callable[[RunSpec], ModeResult]) -> None:
     run(spec).write(Path(sys.argv[2]))
 
 
+def start_local_ray(spec: RunSpec, cpus: int) -> None:
+    """A local Ray for a mode's own actors, with the service's local settings: no dashboard,
+    the run's temporary folder (``RAY_TMPDIR``, else one in the mode's workdir), quiet."""
+    import ray
+
+    from runtime.cluster import lighten_local_ray
+
+    lighten_local_ray()
+    ray.init(
+        include_dashboard=False,
+        num_cpus=cpus,
+        _temp_dir=os.environ.get("RAY_TMPDIR") or str(Path(spec.workdir) / "ray"),
+        log_to_driver=False,
+        configure_logging=False,
+    )
+
+
 def quiet_environment() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

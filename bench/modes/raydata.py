@@ -35,11 +35,11 @@ from bench.modes.common import (
     local_config,
     mode_main,
     now,
+    start_local_ray,
 )
 from core.config import ServiceConfig
 from core.records import Chunk, Frame, OcrLine, VideoRef
 from core.speech import heard
-from runtime.cluster import lighten_local_ray
 from stages.embed import EmbedStage
 from stages.pipeline import Pipeline
 
@@ -249,16 +249,8 @@ def run(spec: RunSpec) -> ModeResult:
             for v in spec.videos
         )
     )
-    tmp = os.environ.get("RAY_TMPDIR") or str(Path(spec.workdir) / "ray")
     started = time.monotonic()
-    lighten_local_ray()  # the same local Ray settings as the service's
-    ray.init(
-        include_dashboard=False,
-        num_cpus=int(cpus),
-        _temp_dir=tmp,
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    start_local_ray(spec, int(cpus))
     try:
         import ray.data
 

@@ -41,10 +41,8 @@ class StageRunner:
         read = await asyncio.gather(*(_pixels(item) for item in items))
         chunks = [chunk for chunk in read if isinstance(chunk, Chunk)]
         frames = sum(len(chunk.frames) for chunk in chunks)
-        with (
-            contextlib.nullcontext(thread) if thread else self._threads.lease() as leased,
-            self.activity.working(frames, thread=leased) as work,
-        ):
+        lease = self._threads.lease() if thread is None else contextlib.nullcontext(thread)
+        with lease as leased, self.activity.working(frames, thread=leased) as work:
             done = iter(await work.in_thread(process_each, self.stage, chunks))
         outcomes = [next(done) if isinstance(chunk, Chunk) else chunk for chunk in read]
         for outcome in outcomes:

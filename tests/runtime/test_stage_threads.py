@@ -8,6 +8,7 @@ import asyncio
 import contextvars
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 import pytest
@@ -41,8 +42,8 @@ async def test_a_lease_given_back_serves_the_next_video_and_leases_at_once_diffe
     threads = StageThreads()
     activity = StageActivity("decode", "r1")
 
-    async def ident(thread: object) -> int:
-        with activity.working(thread=thread) as work:  # type: ignore[arg-type]
+    async def ident(thread: ThreadPoolExecutor) -> int:
+        with activity.working(thread=thread) as work:
             return await work.in_thread(threading.get_ident)
 
     with threads.lease() as first:

@@ -66,6 +66,15 @@ class StageThreads:
         self._idle.clear()
 
 
+async def run_on(
+    thread: ThreadPoolExecutor | None, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """``fn`` on ``thread`` (a ``StageThreads`` lease; None: the loop's default executor), the
+    caller's context copied as ``asyncio.to_thread`` does."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(thread, call)
+
+
 @dataclass
 class Work:
     """One call being timed; ``items`` may be set before it ends. ``thread``: where
@@ -87,8 +96,7 @@ class Work:
             finally:
                 self.cpu_s += time.thread_time() - start  # read only once this call returns
 
-        call = functools.partial(contextvars.copy_context().run, timed)
-        return await asyncio.get_running_loop().run_in_executor(self.thread, call)
+        return await run_on(self.thread, timed)
 
 
 class StageActivity:

@@ -1,16 +1,21 @@
 """``LocalExecutor``: the stages in this process, run in worker threads (no Ray).
 
 Each stage call takes one chunk of one video (nothing batches chunks of several videos here),
-so a stage's error is always that chunk's own.
+so a stage's error is always that chunk's own. A video's decoding and its chunks' stages run on
+one thread leased for it (``runtime.activity.StageThreads``, as in an ingest replica), one call
+after another as in a process of its own; its speech recognition on a second lease beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
+from runtime.activity import StageThreads, run_on
 from runtime.executor import IngestItem, PooledChunk, StageExecutor, with_speech
 from runtime.result_writer import FencedResultWriter
 from sinks.writer import WriterStats
@@ -29,6 +34,10 @@ class LocalExecutor(StageExecutor):
         self.image_stages = tuple(self._stages)
         self.embeds = pipeline.embed is not None
         self._writer = FencedResultWriter(config)
+        self._threads = StageThreads()
+        # video id -> the thread its decoding ran on, kept until that thread serves another
+        # video: the stages of a video's last chunks run after its decoding has ended.
+        self._thread_of: dict[str, ThreadPoolExecutor] = {}
         for stage in pipeline.all_stages():
             stage.setup()
 
@@ -48,17 +57,25 @@ class LocalExecutor(StageExecutor):
         video = (await asyncio.to_thread(pipeline.fetch.process_batch, [ref]))[0]
         yield video
         try:
-            tickets = self._tickets(video, resume)
-            async for item in with_speech(tickets, pipeline.speech, video, speech_from):
-                yield item
+            listens = pipeline.speech is not None and speech_from is not None
+            with contextlib.ExitStack() as leases:
+                thread = leases.enter_context(self._threads.lease())
+                listener = leases.enter_context(self._threads.lease()) if listens else None
+                self._thread_of = {v: t for v, t in self._thread_of.items() if t is not thread}
+                self._thread_of[ref.video_id] = thread
+                tickets = self._tickets(video, resume, thread)
+                async for item in with_speech(
+                    tickets, pipeline.speech, video, speech_from, listener
+                ):
+                    yield item
         finally:
             await asyncio.to_thread(pipeline.fetch.release, video)
 
     async def _tickets(
-        self, video: LocalVideo, resume: ResumePoint | None
+        self, video: LocalVideo, resume: ResumePoint | None, thread: ThreadPoolExecutor
     ) -> AsyncIterator[PooledChunk]:
         chunks: Iterator[Chunk] = self._pipeline.decode.stream_from(video, resume)
-        while (chunk := await asyncio.to_thread(next, chunks, _END)) is not _END:
+        while (chunk := await run_on(thread, next, chunks, _END)) is not _END:
             assert isinstance(chunk, Chunk)
             yield PooledChunk(
                 chunk.video_id, chunk.index, len(chunk.frames), chunk.last, pixels=chunk
@@ -66,12 +83,14 @@ class LocalExecutor(StageExecutor):
 
     async def analyse(self, stage: str, ticket: PooledChunk) -> Chunk:
         assert isinstance(ticket.pixels, Chunk)  # in this process, the chunk itself
-        result = await asyncio.to_thread(self._stages[stage].process_batch, [ticket.pixels])
+        thread = self._thread_of.get(ticket.video_id)
+        result = await run_on(thread, self._stages[stage].process_batch, [ticket.pixels])
         return result[0].without_images()
 
     async def embed(self, chunk: Chunk) -> Chunk:
         assert self._pipeline.embed is not None
-        result = await asyncio.to_thread(self._pipeline.embed.process_batch, [chunk])
+        thread = self._thread_of.get(chunk.video_id)
+        result = await run_on(thread, self._pipeline.embed.process_batch, [chunk])
         return result[0]
 
     async def write(self, result: VideoResult) -> None:
@@ -89,4 +108,6 @@ class LocalExecutor(StageExecutor):
     async def close(self) -> None:
         for stage in self._pipeline.all_stages():
             await asyncio.to_thread(stage.teardown)
+        self._threads.close()
+        self._thread_of.clear()
         await self._writer.close()

@@ -1,22 +1,32 @@
 """Stage work on one thread per video (``runtime.activity.StageThreads``): a video's calls all
 land on the thread it leased, a thread given back serves the next video, and videos at work at
-once each have their own."""
+once each have their own; in a replica, in a stage pool's runner and in ``LocalExecutor`` (the
+Ray Data backfill's actors)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
-from core.records import Chunk
-from runtime.activity import StageActivity, StageThreads
+from checkpoint.base import VideoState
+from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ServiceConfig
+from core.records import Chunk, VideoRef
+from devkit.samples import Scene, write_video
+from runtime import local_executor
+from runtime.activity import StageActivity, StageThreads, run_on
+from runtime.local_executor import LocalExecutor
 from runtime.pools.base import StageRunner
 from stages.base import Stage
+from tests.runtime.support import processor
 
 _REQUEST = contextvars.ContextVar("request", default="")
 
@@ -89,3 +99,57 @@ async def test_stage_runner_keeps_its_calls_on_one_thread_unless_given_the_calle
         await runner.run_one(_chunk(9), thread=thread)
     assert stage.threads == [expected]
     caller.close()
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> ServiceConfig:
+    root = tmp_path_factory.mktemp("threads")
+    return ServiceConfig.load(
+        redis={"url": redis_url, "key_prefix": f"threads-{root.name}"},
+        storage={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")},
+        limits={"file_roots": (str(root),)},
+        stages={"sample_fps": 2.0, "chunk_frames": 2, "embed_model": "multilingual-e5-small"},
+        runtime={"workdir": str(root / "work"), "executor": "local"},
+    )
+
+
+async def test_local_executor_runs_a_videos_decoding_and_stages_on_its_own_thread(
+    config: ServiceConfig, store: RedisCheckpointStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two videos at once: every decode, OCR and embedding call of one video on one thread (the
+    last chunks' stages too, which run after its decoding ended), the two videos on two."""
+    calls: dict[str, list[int]] = defaultdict(list)
+
+    async def recorded(
+        thread: ThreadPoolExecutor | None, fn: Callable[..., Any], *args: Any
+    ) -> Any:
+        def call() -> Any:
+            result = fn(*args)
+            item = result[0] if isinstance(result, list) else result
+            if isinstance(item, Chunk):  # not the end of the decoding
+                calls[item.video_id].append(threading.get_ident())
+            return result
+
+        return await run_on(thread, call)
+
+    monkeypatch.setattr(local_executor, "run_on", recorded)
+    root = Path(config.limits.file_roots[0])
+    refs = []
+    for name in ("left", "right"):
+        scenes = [Scene((f"{name} {i}",), 1.0) for i in range(4)]
+        path = write_video(root / f"{name}.mp4", scenes, fps=10, size=(320, 240))
+        refs.append(VideoRef(name, path.as_uri()))
+    executor = LocalExecutor(config)
+    try:
+        await asyncio.gather(*(processor(config, executor, store).process(r) for r in refs))
+    finally:
+        await executor.close()
+    for ref in refs:
+        status = await store.get(ref.video_id)
+        assert status is not None
+        assert status.status is VideoState.DONE
+    # 4 chunks each: decoded, read (OCR) and embedded
+    assert {video: len(threads) for video, threads in calls.items()} == {"left": 12, "right": 12}
+    left, right = set(calls["left"]), set(calls["right"])
+    assert len(left) == len(right) == 1
+    assert left != right

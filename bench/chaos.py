@@ -36,21 +36,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from bench.chaos_faults import (
     DripSource,
     Gate,
     check_hostile,
     drip_record,
+    kill_replica,
     object_storage,
     pause,
     poison_record,
 )
+from bench.chaos_plan import KINDS, Action, ChaosOptions, plan
 from bench.chaos_progress import Progress
 from bench.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState
@@ -62,64 +61,6 @@ from devkit.stack import EmbeddedStack
 from devkit.workload import SAMPLE_FPS, write_random_videos
 
 log = logging.getLogger("bench.chaos")
-
-
-@dataclass(frozen=True)
-class ChaosOptions:
-    videos: int = 12
-    kills: int = 3
-    replica_kills: int = 1
-    broker_bounces: int = 1
-    redis_bounces: int = 1
-    rebalance: bool = True  # a second consumer process joins, then leaves
-    outages: int = 0  # object-store outages of ``outage_s`` each
-    outage_s: float = 120.0
-    freezes: int = 0  # the joined process frozen past its session (needs ``rebalance``)
-    poisons: int = 0  # re-sends of done videos with an unknown field
-    drips: int = 0  # videos whose source drips a byte every half second
-    seed: int = 1
-    workdir: Path | None = None
-    timeout_s: float | None = None  # for every video to become final; None: from the load
-    min_seconds: float = 2.0
-    max_seconds: float = 20.0
-
-    def deadline_s(self) -> float:
-        return self.timeout_s or 300 + 90 * (self.kills + 2) + 15 * self.videos
-
-
-_KINDS = ("kill", "replica", "broker", "redis", "outage", "join", "leave")
-
-
-@dataclass(frozen=True)
-class Action:
-    kind: str  # one of _KINDS
-    at: float  # share of all chunks done that triggers it
-    delay_s: float  # then this long before it fires
-
-
-def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
-    """Disruptions at seeded shares of the work, spread over its first 75%; the second
-    consumer joins after them and stays briefly, or joins halfway when it is to freeze. (While
-    it starts, and while it works alone during a restart of the first, the work races ahead:
-    earlier, it would leave the planned disruptions nothing to hit.)"""
-
-    def draw(kind: str, low: float = 0.03, high: float = 0.75) -> Action:
-        return Action(kind, rng.uniform(low, high), rng.uniform(0.0, 3.0))
-
-    actions = [draw("kill") for _ in range(options.kills)]
-    actions += [draw("replica") for _ in range(options.replica_kills)]
-    actions += [draw("broker") for _ in range(options.broker_bounces)]
-    actions += [draw("redis") for _ in range(options.redis_bounces)]
-    actions += [draw("outage", 0.2, 0.6) for _ in range(options.outages)]
-    if options.rebalance and options.freezes:
-        # Earlier, so that b still holds videos in flight when it freezes (the join freezes
-        # it, beside the disruptions that follow).
-        join = draw("join", 0.3, 0.4)
-        actions += [join, draw("leave", join.at + 0.25, join.at + 0.3)]
-    elif options.rebalance:
-        join = draw("join", 0.72, 0.8)
-        actions += [join, draw("leave", join.at + 0.03, join.at + 0.1)]
-    return sorted(actions, key=lambda a: a.at)
 
 
 async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
@@ -220,7 +161,7 @@ class _Soak:
         poisoning = asyncio.create_task(self._poison())
         deadline = time.monotonic() + options.deadline_s()
         actions = plan(options, self.rng)
-        planned = {kind: sum(1 for a in actions if a.kind == kind) for kind in _KINDS}
+        planned = {kind: sum(1 for a in actions if a.kind == kind) for kind in KINDS}
         for action in actions:
             if not await tracker.reached(action.at, deadline):
                 log.warning("the work ended before %s at %.2f", action.kind, action.at)
@@ -303,7 +244,7 @@ class _Soak:
         await self._healthy("a")  # the next disruption meets a running service
 
     async def _fire_replica(self) -> None:
-        if await _kill_replica(self.service_run, "ocr"):
+        if await kill_replica(self.service_run, "ocr"):
             self.counts["replica_kills"] += 1
 
     async def _fire_broker(self) -> None:
@@ -392,19 +333,6 @@ class _Soak:
             log.warning("service %s is not healthy after 300 s", name)
             return
         self.start_s.append(time.monotonic() - started)
-
-
-async def _kill_replica(run: ServiceRun, deployment: str) -> bool:
-    """SIGKILL one replica of ``deployment`` under service ``a`` (Serve starts a new one)."""
-    for _ in range(120):
-        replica = run.process("a").replica(deployment)
-        if replica is not None:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                replica.kill()
-                return True
-        await asyncio.sleep(0.5)
-    log.warning("no %s replica found to kill", deployment)
-    return False
 
 
 def main(argv: list[str] | None = None) -> int:

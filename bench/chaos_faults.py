@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import socket
@@ -27,11 +28,16 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from checkpoint.base import CheckpointStore, VideoState
 from consumers.dead_letter import REASON_CODE
 from devkit.receiver import ReceivedWebhook
+from devkit.service_run import ServiceRun
 from devkit.services import free_port
 from devkit.workload import KafkaRecord, read_records, upload_record
+
+log = logging.getLogger("bench.chaos")
 
 FAILED_EVENT = "video.failed"
 
@@ -208,3 +214,16 @@ def object_storage(port: int, gate: Gate, bucket: str = "objects") -> dict[str, 
         "s3_access_key_id": keys["aws_access_key_id"],
         "s3_secret_access_key": keys["aws_secret_access_key"],
     }
+
+
+async def kill_replica(run: ServiceRun, deployment: str) -> bool:
+    """SIGKILL one replica of ``deployment`` under service ``a`` (Serve starts a new one)."""
+    for _ in range(120):
+        replica = run.process("a").replica(deployment)
+        if replica is not None:
+            with suppress(psutil.NoSuchProcess):
+                replica.kill()
+                return True
+        await asyncio.sleep(0.5)
+    log.warning("no %s replica found to kill", deployment)
+    return False

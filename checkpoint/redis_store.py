@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from redis import exceptions as rexc
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 from redis.retry import Retry
@@ -29,12 +28,12 @@ from checkpoint.base import (
 )
 from checkpoint.durability import Durability, DurabilityMode
 from checkpoint.errors import CheckpointLost, StaleEpoch, VideoBusy, VideoIdTaken
+from checkpoint.redis_outbox import RedisOutbox
 from checkpoint.redis_wire import (
     ProgressSubscription,
     boundary,
     decode_cursor,
     encode_cursor,
-    stream_entries,
 )
 from checkpoint.scripts import (
     SCRIPTS,
@@ -60,9 +59,6 @@ class RedisCheckpointStore(CheckpointStore):
         """``client``, when given, must use ``decode_responses=True``; it is not closed here."""
         self._settings = settings
         self._owns_client = client is None
-        # consumer -> id after which its earlier pending outbox entries are still to be read
-        # (None once all were read), see ``read_outbox``.
-        self._pending_after: dict[str, str | None] = {}
         self._redis = client or aioredis.Redis.from_url(
             settings.url,
             password=settings.password.get_secret_value() if settings.password else None,
@@ -82,8 +78,7 @@ class RedisCheckpointStore(CheckpointStore):
         self._scripts: dict[str, AsyncScript] = {
             name: self._redis.register_script(load_script(name)) for name in SCRIPTS
         }
-        self._hold_outbox = self._redis.register_script(load_script("hold_outbox", alone=True))
-        self._group_ready = False
+        self._outbox_reads = RedisOutbox(self._redis, self._outbox, settings)
         retention = settings.finished_retention_s
         self._retention_ms = 0 if retention is None else max(1, round(retention * 1000))
         self._durability = Durability(self._redis, settings)
@@ -263,132 +258,24 @@ class RedisCheckpointStore(CheckpointStore):
 
     # -- outbox --------------------------------------------------------------------------
 
-    async def _ensure_group(self) -> None:
-        if self._group_ready:
-            return
-        try:
-            # From id 0, not $: entries appended before the group existed must be delivered too.
-            await self._redis.xgroup_create(
-                self._outbox, self._settings.outbox_group, id="0", mkstream=True
-            )
-        except rexc.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-        self._group_ready = True
-
-    async def _read_group(
-        self, consumer: str, from_id: str, count: int, block_ms: int | None
-    ) -> list[tuple[str, dict[str, str] | None]]:
-        for attempt in (1, 2):
-            await self._ensure_group()
-            try:
-                reply = await self._redis.xreadgroup(
-                    self._settings.outbox_group,
-                    consumer,
-                    {self._outbox: from_id},
-                    count=count,
-                    block=block_ms,
-                )
-                return stream_entries(reply)
-            except rexc.ResponseError as exc:
-                # The stream (and with it the group) was deleted: make the group again, once.
-                if "NOGROUP" not in str(exc) or attempt == 2:
-                    raise
-                self._group_ready = False
-        return []
-
-    async def _decode_outbox(
-        self, entries: list[tuple[str, dict[str, str] | None]]
-    ) -> list[tuple[str, OutboxEvent]]:
-        good: list[tuple[str, OutboxEvent]] = []
-        bad: list[tuple[str, dict[str, str] | None]] = []
-        for entry_id, fields in entries:
-            try:
-                good.append((entry_id, OutboxEvent.model_validate_json((fields or {})["event"])))
-            except (KeyError, ValueError):
-                bad.append((entry_id, fields))
-        if bad:
-            # A poison entry would be redelivered forever: park it where an operator can look.
-            log.error("moving %d undecodable outbox entries to %s:dead", len(bad), self._outbox)
-            async with self._redis.pipeline(transaction=True) as pipe:
-                for entry_id, fields in bad:
-                    dead: dict[Any, Any] = {"id": entry_id, **(fields or {})}
-                    pipe.xadd(f"{self._outbox}:dead", dead)
-                ids = [entry_id for entry_id, _ in bad]
-                pipe.xack(self._outbox, self._settings.outbox_group, *ids)
-                pipe.xdel(self._outbox, *ids)
-                await pipe.execute()
-        return good
-
     async def read_outbox(
         self, consumer: str, *, count: int = 16, block_ms: int = 1000
     ) -> list[tuple[str, OutboxEvent]]:
-        """This consumer's unacknowledged entries first, then new ones (waiting up to
-        ``block_ms``; 0 or less does not wait, and the wait is kept below the socket
-        timeout). Entries stay pending until ``ack_outbox``: delivery is at-least-once."""
-        wait = min(block_ms, int(self._settings.socket_timeout_s * 1000) - 500)
-        async with boundary():
-            # The entries left pending by an earlier life of this consumer are paged through
-            # once; after that only new ones are read, so an entry that stays pending while
-            # its delivery waits for a retry does not hold back the entries behind it.
-            after = self._pending_after.get(consumer, "0")
-            if after is not None:
-                entries = await self._read_group(consumer, after, count, None)
-                if entries:
-                    self._pending_after[consumer] = entries[-1][0]
-                    return await self._decode_outbox(entries)
-                self._pending_after[consumer] = None
-            entries = await self._read_group(consumer, ">", count, wait if wait > 0 else None)
-            return await self._decode_outbox(entries)
+        return await self._outbox_reads.read(consumer, count=count, block_ms=block_ms)
 
     async def rewind_outbox(self, consumer: str) -> None:
-        self._pending_after.pop(consumer, None)
+        self._outbox_reads.rewind(consumer)
 
     async def reclaim_outbox(
         self, consumer: str, min_idle_ms: int, *, count: int = 16
     ) -> list[tuple[str, OutboxEvent]]:
-        """Take over entries another consumer read but left unacknowledged for at least
-        ``min_idle_ms`` (it crashed or hangs); they become this consumer's pending entries."""
-        claimed: list[tuple[str, dict[str, str] | None]] = []
-        start = "0-0"
-        async with boundary():
-            await self._ensure_group()
-            while len(claimed) < count:
-                reply = await self._redis.xautoclaim(
-                    self._outbox,
-                    self._settings.outbox_group,
-                    consumer,
-                    min_idle_ms,
-                    start_id=start,
-                    count=count - len(claimed),
-                )
-                start = str(reply[0])
-                claimed.extend((str(i), f or None) for i, f in reply[1] if i is not None)
-                if start == "0-0":
-                    break
-            return await self._decode_outbox(claimed)
+        return await self._outbox_reads.reclaim(consumer, min_idle_ms, count=count)
 
     async def hold_outbox(self, consumer: str, entry_ids: list[str]) -> list[str]:
-        """Renew ``consumer``'s hold on the entries it works on, so ``reclaim_outbox`` of
-        another consumer does not take them over while it lives; the ids still held (an entry
-        another consumer took over meanwhile is no longer this one's)."""
-        if not entry_ids:
-            return []
-        async with boundary():
-            held = await self._hold_outbox(
-                keys=[self._outbox],
-                args=[self._settings.outbox_group, consumer, *entry_ids],
-            )
-        return [str(i) for i in held]
+        return await self._outbox_reads.hold(consumer, entry_ids)
 
     async def ack_outbox(self, entry_ids: list[str]) -> None:
-        """Acknowledge delivered entries and delete them, so the stream only holds work."""
-        if not entry_ids:
-            return
-        async with boundary(), self._redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self._outbox, self._settings.outbox_group, *entry_ids)
-            pipe.xdel(self._outbox, *entry_ids)
-            await pipe.execute()
+        await self._outbox_reads.ack(entry_ids)
 
     async def close(self) -> None:
         if self._owns_client:

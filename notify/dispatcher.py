@@ -19,16 +19,14 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 
 from checkpoint.base import CheckpointStore, OutboxEvent
 from core.config import NotifySettings
 from core.errors import Abandoned, ReelsenseError
 from core.retry import HALF_JITTER, RetryFailure, RetryPolicy, sleep_unless_stopped
 from core.urls import redact_url
+from notify.attempt_log import last_attempt, record_attempt
 from notify.base import (
-    DeadLetter,
-    DeliveryAttempt,
     DeliveryLog,
     DeliveryResult,
     EndpointState,
@@ -38,7 +36,7 @@ from notify.base import (
     WebhookMessage,
 )
 from notify.delivery_log import MemoryDeliveryLog
-from notify.endpoints import EndpointHealth, utc_from
+from notify.endpoints import EndpointHealth
 from notify.errors import StatusPublishRefused
 from notify.outbox import InHand, ReclaimingStore, TakenOver, only, targets_for
 
@@ -280,12 +278,14 @@ class NotificationDispatcher:
             await self._retry("status topic", lambda: publisher.publish(entry.event))
         except StatusPublishRefused as exc:
             result = DeliveryResult(Outcome.FAILED, code=exc.code, detail=str(exc))
-            await self._record(
+            await record_attempt(
+                self.delivery_log,
                 entry,
                 target=f"kafka:{publisher.topic}",
                 attempt=1,
                 outcome=Outcome.FAILED,
                 result=result,
+                at=self._clock(),
                 next_at=None,
             )
 
@@ -300,7 +300,7 @@ class NotificationDispatcher:
                 raise TakenOver
             # The log first, before every attempt: what an earlier life of this notifier, or
             # another notifier that held the entry, did is not done again.
-            last = await self._last_attempt(entry.message.id, target)
+            last = await last_attempt(self.delivery_log, entry.message.id, target)
             if last is not None and last.attempt >= attempt:
                 if last.outcome.final:
                     entry.outcomes[target] = last.outcome
@@ -336,12 +336,14 @@ class NotificationDispatcher:
                 result = await self._sender.deliver(url, entry.message)
             state = await self.health.update(target, result)
         outcome, next_at = self._next(result, state, attempt)
-        await self._record(
+        await record_attempt(
+            self.delivery_log,
             entry,
             target=target,
             attempt=attempt,
             outcome=outcome,
             result=result,
+            at=self._clock(),
             next_at=next_at,
         )
         return outcome, next_at
@@ -358,71 +360,6 @@ class NotificationDispatcher:
             return Outcome.DEAD_LETTERED, None
         delay = self._webhook_retry.delay(attempt, retry_after=result.retry_after, rng=self._rng)
         return Outcome.RETRY, self._clock() + delay
-
-    async def _record(
-        self,
-        entry: InHand,
-        *,
-        target: str,
-        attempt: int,
-        outcome: Outcome,
-        result: DeliveryResult,
-        next_at: float | None,
-    ) -> None:
-        now = utc_from(self._clock())
-        code = result.code
-        if outcome is Outcome.DEAD_LETTERED:
-            code = f"retries_exhausted:{result.code}" if result.code else "retries_exhausted"
-        record = DeliveryAttempt(
-            webhook_id=entry.message.id,
-            video_id=entry.event.video_id,
-            tenant=entry.event.tenant,
-            type=entry.event.type,
-            target=target,
-            attempt=attempt,
-            outcome=outcome,
-            status_code=result.status_code,
-            code=code,
-            detail=result.detail,
-            duration_ms=round(result.duration_s * 1000, 3),
-            next_retry_at=datetime.fromtimestamp(next_at, UTC) if next_at is not None else None,
-            at=now,
-        )
-        level = logging.INFO if outcome in (Outcome.DELIVERED, Outcome.RETRY) else logging.WARNING
-        log.log(
-            level,
-            "webhook %s -> %s attempt %d: %s %s %s",
-            entry.message.id,
-            target,
-            attempt,
-            outcome.value,
-            result.status_code or "",
-            code or "",
-        )
-        try:
-            await self.delivery_log.record(record)
-            if outcome in (Outcome.FAILED, Outcome.DISABLED, Outcome.DEAD_LETTERED):
-                await self.delivery_log.add_dead_letter(
-                    DeadLetter(
-                        webhook_id=entry.message.id,
-                        target=target,
-                        event=entry.event,
-                        outcome=outcome,
-                        code=code,
-                        detail=result.detail,
-                        attempts=attempt,
-                        at=now,
-                    )
-                )
-        except ReelsenseError as exc:
-            log.warning("delivery log write failed: %s", exc)
-
-    async def _last_attempt(self, webhook_id: str, target: str) -> DeliveryAttempt | None:
-        try:
-            return await self.delivery_log.last_attempt(webhook_id, target)
-        except ReelsenseError as exc:
-            log.warning("delivery log unreadable, starting %s afresh: %s", webhook_id, exc)
-            return None
 
     async def _retry(self, what: str, op: Callable[[], Awaitable[None]]) -> None:
         """Retryable failures of the store or the broker: back off until it works."""

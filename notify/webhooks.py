@@ -21,7 +21,7 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from core import netguard
+from core import netguard, pinning
 from core.config import NotifySettings
 from core.errors import PermanentError, RetryableError
 from core.urls import redact_logged_urls
@@ -102,7 +102,7 @@ class WebhookSender(WebhookDelivery):
         self._secrets = tuple(settings.webhook_secrets)
         self._resolver = resolver
         self._client = httpx.AsyncClient(
-            transport=netguard.AsyncPinnedTransport(max_connections=settings.max_concurrency),
+            transport=pinning.AsyncPinnedTransport(max_connections=settings.max_concurrency),
             timeout=httpx.Timeout(settings.timeout_s),
             follow_redirects=False,
             trust_env=False,  # a proxy from the environment would bypass the target check
@@ -131,7 +131,7 @@ class WebhookSender(WebhookDelivery):
             duration_s=time.perf_counter() - started,
         )
 
-    async def _check(self, url: str) -> netguard.Target:
+    async def _check(self, url: str) -> pinning.Target:
         """The guard's verdict on ``url``, as notifier errors; DNS runs off the event loop."""
         try:
             return await asyncio.to_thread(
@@ -145,12 +145,12 @@ class WebhookSender(WebhookDelivery):
         except netguard.OutboundUnresolvable as exc:
             raise TargetUnresolvable(exc.message) from None
 
-    async def _post(self, target: netguard.Target, message: WebhookMessage) -> DeliveryResult:
+    async def _post(self, target: pinning.Target, message: WebhookMessage) -> DeliveryResult:
         """The HTTP boundary: httpx exceptions become notifier errors here and nowhere else."""
         headers = signed_headers(message.id, message.body, self._secrets)
         headers["content-type"] = "application/json"
         try:
-            with netguard.pinned(target):
+            with pinning.pinned(target):
                 async with self._client.stream(
                     "POST", target.url, content=message.body, headers=headers
                 ) as response:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from core import netguard
+from core import netguard, pinning
 from core.config import LimitSettings
 from core.urls import redact_logged_urls, redact_url
 from stages.errors import FetchFailed, FetchRefused, SourceNotFound, SourceTooLarge
@@ -38,7 +38,7 @@ def download(
     limits: LimitSettings,
     *,
     resolver: netguard.Resolver = netguard.system_resolver,
-    transport: netguard.PinnedTransport | None = None,
+    transport: pinning.PinnedTransport | None = None,
     name: str | None = None,
     deadline: float | None = None,
 ) -> Download:
@@ -57,9 +57,9 @@ def download(
     timeout = httpx.Timeout(limits.read_timeout_s, connect=limits.connect_timeout_s)
     try:
         with (
-            netguard.deadline(deadline),
+            pinning.deadline(deadline),
             httpx.Client(
-                transport=transport or netguard.PinnedTransport(), timeout=timeout, trust_env=False
+                transport=transport or pinning.PinnedTransport(), timeout=timeout, trust_env=False
             ) as client,
             netguard.stream_get(
                 client,

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from core import netguard
+from core import netguard, pinning
 from core.netguard import OutboundRefused, OutboundUnresolvable, TooManyRedirects
 
 PUBLIC_IP = "93.184.216.34"
@@ -107,7 +107,7 @@ def server() -> Iterator[tuple[int, list[tuple[str, str]]]]:
         httpd.shutdown()
 
 
-class _Routed(netguard.PinnedTransport):
+class _Routed(pinning.PinnedTransport):
     """Reaches the stub public addresses on the local server; records each checked address."""
 
     def __init__(self, port: int, *, closed: frozenset[str] = frozenset()) -> None:
@@ -116,7 +116,7 @@ class _Routed(netguard.PinnedTransport):
         self.closed = closed
         self.routed: list[str] = []
 
-    def _route(self, address: netguard.IPAddress, port: int) -> tuple[str, int]:
+    def _route(self, address: pinning.IPAddress, port: int) -> tuple[str, int]:
         self.routed.append(str(address))
         if str(address) in self.closed:
             return "127.0.0.1", _closed_port()
@@ -143,7 +143,7 @@ def _stub(table: dict[str, list[str]]) -> tuple[netguard.Resolver, list[str]]:
     return resolve, asked
 
 
-def _get(url: str, transport: netguard.PinnedTransport, **kw: Any) -> httpx.Response:
+def _get(url: str, transport: pinning.PinnedTransport, **kw: Any) -> httpx.Response:
     with (
         httpx.Client(transport=transport, timeout=5, trust_env=False) as client,
         netguard.stream_get(client, url, max_redirects=kw.pop("max_redirects", 3), **kw) as got,
@@ -347,7 +347,7 @@ def test_name_is_sent_and_the_checked_address_connected(
 
     response = _get(
         f"http://hooks.example:{port}/x",
-        netguard.PinnedTransport(),
+        pinning.PinnedTransport(),
         resolver=rebinding,
         allow_private=True,
     )
@@ -384,12 +384,12 @@ def test_unpinned_or_other_host_requests_never_connect(
 ) -> None:
     port, _ = server
     target = netguard.check_url(f"http://127.0.0.1:{port}/x", allow_private=True)
-    with httpx.Client(transport=netguard.PinnedTransport(), trust_env=False) as client:
+    with httpx.Client(transport=pinning.PinnedTransport(), trust_env=False) as client:
         with pytest.raises(httpx.ConnectError, match="not checked"):
             client.get(f"http://127.0.0.1:{port}/x")  # no pin at all
-        with netguard.pinned(target), pytest.raises(httpx.ConnectError, match="not checked"):
+        with pinning.pinned(target), pytest.raises(httpx.ConnectError, match="not checked"):
             client.get(f"http://localhost:{port}/x")  # pinned, but for another host
-        with netguard.pinned(target), pytest.raises(httpx.ConnectError, match="not checked"):
+        with pinning.pinned(target), pytest.raises(httpx.ConnectError, match="not checked"):
             client.get(f"http://127.0.0.1:{port + 1}/x")  # ... or another port
     assert connections == []
 
@@ -401,11 +401,11 @@ async def test_async_transport_is_pinned_too(
     target = netguard.check_url(
         f"http://hooks.example:{port}/x", allow_private=True, resolver=lambda h, p: ["127.0.0.1"]
     )
-    async with httpx.AsyncClient(transport=netguard.AsyncPinnedTransport()) as client:
+    async with httpx.AsyncClient(transport=pinning.AsyncPinnedTransport()) as client:
         with pytest.raises(httpx.ConnectError, match="not checked"):
             await client.get(target.url)
         assert connections == []
-        with netguard.pinned(target):
+        with pinning.pinned(target):
             response = await client.get(target.url)
     assert response.text == f"hooks.example:{port}"
     assert set(connections) == {"127.0.0.1"}
@@ -464,5 +464,5 @@ def test_redirect_limit(server: tuple[int, list[tuple[str, str]]]) -> None:
     port, _ = server
     loop = f"http://127.0.0.1:{port}/redirect?to=/redirect%3Fto%3D/x"
     with pytest.raises(TooManyRedirects):
-        _get(loop, netguard.PinnedTransport(), allow_private=True, max_redirects=1)
-    assert _get(loop, netguard.PinnedTransport(), allow_private=True, max_redirects=2).text
+        _get(loop, pinning.PinnedTransport(), allow_private=True, max_redirects=1)
+    assert _get(loop, pinning.PinnedTransport(), allow_private=True, max_redirects=2).text

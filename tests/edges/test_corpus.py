@@ -34,7 +34,7 @@ import pytest
 from checkpoint.base import VideoState, VideoStatus
 from consumers.dead_letter import DeadLetterHeaders
 from consumers.events import VideoUploaded
-from core import netguard
+from core import pinning
 from core.config import LimitSettings
 from core.errors import ReelsenseError
 from devkit.receiver import WebhookReceiver
@@ -414,7 +414,7 @@ class _Content(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-class _ToLoopback(netguard.PinnedTransport):
+class _ToLoopback(pinning.PinnedTransport):
     """Reaches every checked (public) address on the local content server; records them."""
 
     def __init__(self, port: int) -> None:
@@ -422,7 +422,7 @@ class _ToLoopback(netguard.PinnedTransport):
         self.port = port
         self.hosts: list[str] = []
 
-    def _route(self, address: netguard.IPAddress, port: int) -> tuple[str, int]:
+    def _route(self, address: pinning.IPAddress, port: int) -> tuple[str, int]:
         self.hosts.append(str(address))
         return "127.0.0.1", self.port
 

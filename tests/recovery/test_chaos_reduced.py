@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import ChaosOptions, run_chaos
+from bench.chaos import run_chaos
+from bench.chaos_plan import ChaosOptions
 
 # The deadline is for every video to become final; on an idle machine the soak ends well before
 # it (it stops as soon as every video is final), but every kill costs a service start (Ray, the

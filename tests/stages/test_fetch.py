@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from pydantic import SecretStr
 
-from core import netguard
+from core import netguard, pinning
 from core.config import LimitSettings, StorageSettings
 from core.errors import PermanentError
 from core.records import VideoRef
@@ -162,7 +162,7 @@ def port(server: tuple[int, list[str]]) -> int:
     return server[0]
 
 
-class _ToLocal(netguard.PinnedTransport):
+class _ToLocal(pinning.PinnedTransport):
     """Reaches the stub public addresses on the local server; records requests and routes."""
 
     def __init__(self, port: int, verify: ssl.SSLContext | bool = True) -> None:
@@ -171,7 +171,7 @@ class _ToLocal(netguard.PinnedTransport):
         self.requests: list[httpx.Request] = []
         self.routed: list[str] = []  # the checked addresses connections were opened for
 
-    def _route(self, address: netguard.IPAddress, port: int) -> tuple[str, int]:
+    def _route(self, address: pinning.IPAddress, port: int) -> tuple[str, int]:
         self.routed.append(str(address))
         return (
             ("127.0.0.1", self.port)

@@ -38,7 +38,7 @@ from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
 from storage.local import LocalObjectStore
 from storage.s3 import S3ObjectStore, s3_client
-from tests.runtime.support import processor
+from tests.runtime.support import all_done, processor, text_videos
 from tests.sinks import make_result
 
 
@@ -401,21 +401,12 @@ async def test_videos_decoding_limits_decoders_not_videos_in_flight(
         lineage=Pipeline.from_config(limited).lineage,
         settings=limited.runtime,
     )
-    refs = []
-    for name in ("first", "second"):
-        video_id = f"{name}-{decoding}"
-        scenes = [Scene((f"{name.upper()} {i}",), 1.0) for i in range(4)]
-        path = write_video(root / f"{video_id}.mp4", scenes, fps=10, size=(320, 240))
-        refs.append(VideoRef(video_id, path.as_uri()))
+    refs = text_videos(root, (f"{name}-{decoding}" for name in ("first", "second")))
     try:
         await asyncio.gather(*(work.process(ref) for ref in refs))
     finally:
         await executor.close()
-    for ref in refs:
-        status = await store.get(ref.video_id)
-        assert status is not None
-        assert status.status is VideoState.DONE
-        assert status.frames == 8
+    assert [status.frames for status in await all_done(store, refs)] == [8, 8]
     opened = sorted(refs, key=lambda ref: executor.seen.index((ref.video_id, "video")))
     first, second = (ref.video_id for ref in opened)
     first_decoded = executor.seen.index((first, "last"))

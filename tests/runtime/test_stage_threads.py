@@ -16,17 +16,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from core.records import Chunk, VideoRef
-from devkit.samples import Scene, write_video
+from core.records import Chunk
 from runtime import local_executor
 from runtime.activity import StageActivity, StageThreads, run_on
 from runtime.local_executor import LocalExecutor
 from runtime.pools.base import StageRunner
 from stages.base import Stage
-from tests.runtime.support import processor
+from tests.runtime.support import all_done, processor, text_videos
 
 _REQUEST = contextvars.ContextVar("request", default="")
 
@@ -133,21 +131,13 @@ async def test_local_executor_runs_a_videos_decoding_and_stages_on_its_own_threa
         return await run_on(thread, call)
 
     monkeypatch.setattr(local_executor, "run_on", recorded)
-    root = Path(config.limits.file_roots[0])
-    refs = []
-    for name in ("left", "right"):
-        scenes = [Scene((f"{name} {i}",), 1.0) for i in range(4)]
-        path = write_video(root / f"{name}.mp4", scenes, fps=10, size=(320, 240))
-        refs.append(VideoRef(name, path.as_uri()))
+    refs = text_videos(Path(config.limits.file_roots[0]), ("left", "right"))
     executor = LocalExecutor(config)
     try:
         await asyncio.gather(*(processor(config, executor, store).process(r) for r in refs))
     finally:
         await executor.close()
-    for ref in refs:
-        status = await store.get(ref.video_id)
-        assert status is not None
-        assert status.status is VideoState.DONE
+    await all_done(store, refs)
     # 4 chunks each: decoded, read (OCR) and embedded
     assert {video: len(threads) for video, threads in calls.items()} == {"left": 12, "right": 12}
     left, right = set(calls["left"]), set(calls["right"])

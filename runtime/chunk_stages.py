@@ -191,14 +191,17 @@ class DecodeSlots:
 
 
 async def decoding(
-    items: AsyncIterator[IngestItem], slots: DecodeSlots, lane: str
+    items: AsyncIterator[IngestItem], slots: DecodeSlots, lane: str, *, listens: bool
 ) -> AsyncIterator[IngestItem]:
-    """The ingest stream, holding one of the decode slots until its last chunk."""
+    """The ingest stream, holding one of the decode slots until it ends; until its last chunk
+    when it ``listens`` (speech recognition may go on after the decoding). Held to the end
+    otherwise: the next video's call, made while this one's is still open, would find both
+    ingest replicas at work in Serve's router, and go to the busy one half the time."""
     await slots.acquire(lane)
     held = True
     try:
         async for item in items:
-            if held and isinstance(item, ChunkTicket) and item.last:
+            if listens and held and isinstance(item, ChunkTicket) and item.last:
                 held = False
                 slots.release(lane)
             yield item

@@ -264,7 +264,7 @@ class VideoProcessor:
             return reuse.replay(ref, after=executor.ingest(ref, NOTHING_TO_DECODE, (), recognise))
         items = executor.ingest(ref, resume_point(restored), self._inline(reuse), recognise)
         if self._decode_slots is not None:
-            items = decoding(items, self._decode_slots, ref.lane)
+            items = decoding(items, self._decode_slots, ref.lane, listens=recognise is not None)
         return items
 
     async def _take(

@@ -17,9 +17,10 @@ video in one piece on the next attempt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from ray.exceptions import RayTaskError
@@ -33,6 +34,11 @@ from stages.ranges import VideoRange
 from stages.sampling import ResumePoint
 
 _UNSPLIT_KEPT = 1000
+#: How long a new ingest call holds back the next one at most: until its first item is back.
+#: Serve's router counts a call against its replica only once the call is sent; calls routed
+#: before that all see the same counts, and two videos of a burst went to one replica while
+#: another idled (its two decoding threads sharing one interpreter).
+_ROUTING_WAIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,24 @@ class _Ended:
     error: BaseException | None = None
 
 
+@dataclass
+class _Calls:
+    """The calls of one video, their items merged into one queue by a pump each."""
+
+    queue: asyncio.Queue[tuple[IngestCall, IngestItem | VideoRanges] | _Ended] = field(
+        default_factory=asyncio.Queue
+    )
+    calls: list[IngestCall] = field(default_factory=list)
+    pumps: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def close(self) -> None:
+        for pump in self.pumps:
+            pump.cancel()
+        await asyncio.gather(*self.pumps, return_exceptions=True)
+        for call in self.calls:
+            call.close()
+
+
 class SplitIngest:
     """The ingest side of ``RayExecutor``: opens the calls of a video and merges them."""
 
@@ -112,6 +136,7 @@ class SplitIngest:
         self._ahead = ahead
         self._replicas = replicas
         self._open = 0  # ingest calls of this process under way
+        self._routing = asyncio.Lock()  # one call routed at a time, see ``_ROUTING_WAIT_S``
         self._unsplit: dict[str, None] = {}  # videos whose split went wrong: one piece now
 
     def _parts(self, video_id: str) -> int:
@@ -140,25 +165,13 @@ class SplitIngest:
         """The video's items from one call, or from several when it is split. ``paced``:
         decoding waits for grants (chunks whose pixels cross to the stage pools); False
         when every image stage runs in the decoder."""
-        queue: asyncio.Queue[tuple[IngestCall, IngestItem | VideoRanges] | _Ended] = asyncio.Queue()
-        pumps: list[asyncio.Task[None]] = []
-        calls: list[IngestCall] = []
-
-        def start(call: IngestCall) -> None:
-            calls.append(call)
-            pumps.append(asyncio.create_task(_pump(call, queue, first=not pumps)))
-
         inline = tuple(inline)
-        first = self._parts(ref.video_id)
-        start(
-            self._call(
-                ref, resume, paced=paced, inline=inline, speech_from=speech_from, split=first
-            )
-        )
+        calls = _Calls()
         running = 1
         try:
+            await self._start(calls, ref, resume, paced, inline=inline, speech_from=speech_from)
             while running:
-                got = await queue.get()
+                got = await calls.queue.get()
                 if isinstance(got, _Ended):
                     running -= 1
                     if got.error is not None:
@@ -169,17 +182,11 @@ class SplitIngest:
                 if isinstance(item, VideoRanges):
                     first_end = item.ranges[0].start
                     call.end_chunk = first_end.chunk_index if first_end is not None else None
-                    for part in item.ranges:
-                        start(
-                            self._call(
-                                ref,
-                                part.start,
-                                paced=paced,
-                                inline=inline,
-                                end_chunk=part.end_chunk,
-                            )
-                        )
                     running += len(item.ranges)
+                    for part in item.ranges:
+                        await self._start(
+                            calls, ref, part.start, paced, inline=inline, end_chunk=part.end_chunk
+                        )
                     continue
                 if isinstance(item, LocalVideo | SpeechPart | SpeechEnd):
                     yield item
@@ -189,12 +196,29 @@ class SplitIngest:
                 yield replace(item, stream=call.key) if isinstance(item, PooledChunk) else item
                 call.took()
         finally:
-            for pump in pumps:
-                pump.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-            for call in calls:
-                call.close()
-            self._open -= len(calls)
+            await calls.close()
+            self._open -= len(calls.calls)
+
+    async def _start(
+        self,
+        calls: _Calls,
+        ref: VideoRef,
+        at: ResumePoint | None,
+        paced: bool,
+        **options: Any,
+    ) -> None:
+        """One more call of the video (its first when there is none yet) from ``at`` on, once
+        the call this process made before it is routed."""
+        routed = asyncio.Event()
+        async with self._routing:
+            first = not calls.calls
+            if first:  # decided once the calls before it are under way
+                options["split"] = self._parts(ref.video_id)
+            call = self._call(ref, at, paced=paced, **options)
+            calls.calls.append(call)
+            calls.pumps.append(asyncio.create_task(_pump(call, calls.queue, routed, first=first)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(routed.wait(), _ROUTING_WAIT_S)
 
     def _check_chunk(self, ref: VideoRef, call: IngestCall, index: int, last: bool) -> None:
         """A range yields its own chunks only, and never the video's last but the last range."""
@@ -224,12 +248,15 @@ class SplitIngest:
 async def _pump(
     call: IngestCall,
     queue: asyncio.Queue[tuple[IngestCall, IngestItem | VideoRanges] | _Ended],
+    routed: asyncio.Event,
     *,
     first: bool,
 ) -> None:
-    """The call's items into ``queue`` (a range's copy of the video left out), then its end."""
+    """The call's items into ``queue`` (a range's copy of the video left out), then its end;
+    ``routed`` set once anything came back."""
     try:
         async for item in call.items:
+            routed.set()
             if not first and isinstance(item, LocalVideo):
                 continue
             queue.put_nowait((call, item))
@@ -239,6 +266,8 @@ async def _pump(
         queue.put_nowait(_Ended(call, exc))
     else:
         queue.put_nowait(_Ended(call))
+    finally:
+        routed.set()
 
 
 def cause_of(exc: RayTaskError) -> BaseException:

@@ -3,6 +3,7 @@ each replica decodes a range, and the video's results are those of one decoder."
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from core.config import PoolSettings, ServiceConfig
 from core.records import VideoRef
 from devkit.samples import Scene, write_video
 from runtime.pools.executor import RayExecutor
-from tests.runtime.support import processor
+from tests.runtime.support import all_done, processor, text_videos
 from tests.runtime.test_fused import deployed, fused_config, ingest_calls, process
 from tests.stages.media import corrupt_middle
 
@@ -109,3 +110,21 @@ async def test_a_corrupt_range_fails_the_video_as_one_decoder_would(
         outcomes[name] = (status.status, status.error_code)
     assert outcomes["split"] == outcomes["whole"]
     assert outcomes["split"][0] is VideoState.FAILED
+
+
+async def test_videos_started_at_once_each_go_to_an_ingest_replica_of_their_own(
+    tmp_path: Path, redis_url: str, serve_apps: None
+) -> None:
+    """Serve's router counts a call against its replica only once it is sent: two calls routed
+    at once found the same counts, and half the time both went to one replica while the other
+    idled. Made one after the other, each round's two videos take both replicas."""
+    base = fused_config(tmp_path, redis_url)
+    async with pools(base, tmp_path, "pairs", split_min_s=0.0) as (config, executor, store):
+        for round_ in range(5):  # all five by chance: 1 in 16 when each pair is a coin toss
+            pair = text_videos(tmp_path, (f"r{round_}-a", f"r{round_}-b"), seconds=2)
+            before = await ingest_calls("decode")
+            await asyncio.gather(*(processor(config, executor, store).process(r) for r in pair))
+            await all_done(store, pair)
+            after = await ingest_calls("decode")
+            assert len(after) == 2
+            assert all(after[r] > before.get(r, 0) for r in after), (round_, before, after)

@@ -60,6 +60,19 @@ class StageThreads:
         finally:
             self._idle.append(thread)
 
+    @contextlib.contextmanager
+    def for_video(
+        self, listens: bool
+    ) -> Iterator[tuple[ThreadPoolExecutor, ThreadPoolExecutor | None]]:
+        """A video's leases: one for its decoding and stages, one for its speech recognition
+        when it ``listens`` (else None)."""
+        with self.lease() as thread:
+            if not listens:
+                yield thread, None
+                return
+            with self.lease() as listener:
+                yield thread, listener
+
     def close(self) -> None:
         for thread in self._idle:
             thread.shutdown(wait=False)

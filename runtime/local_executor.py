@@ -9,7 +9,6 @@ after another as in a process of its own; its speech recognition on a second lea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -58,9 +57,7 @@ class LocalExecutor(StageExecutor):
         yield video
         try:
             listens = pipeline.speech is not None and speech_from is not None
-            with contextlib.ExitStack() as leases:
-                thread = leases.enter_context(self._threads.lease())
-                listener = leases.enter_context(self._threads.lease()) if listens else None
+            with self._threads.for_video(listens) as (thread, listener):
                 self._thread_of = {v: t for v, t in self._thread_of.items() if t is not thread}
                 self._thread_of[ref.video_id] = thread
                 tickets = self._tickets(video, resume, thread)

@@ -181,9 +181,7 @@ class IngestPool:
                         yield VideoRanges(tuple(ranges[1:]))
                         end_chunk = ranges[0].end_chunk
                 listens = self._speech is not None and speech_from is not None
-                with contextlib.ExitStack() as leases:
-                    thread = leases.enter_context(self._threads.lease())
-                    listener = leases.enter_context(self._threads.lease()) if listens else None
+                with self._threads.for_video(listens) as (thread, listener):
                     tickets = self._tickets(
                         video,
                         resume,

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import hostscale
+from bench.inputs import ROOT, add_input_arguments, bench_inputs
 from bench.mode_settings import (
     QUICK_RAYDATA,
     QUICK_STREAMING,
@@ -64,7 +65,6 @@ from bench.summary import (
     summarize,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 _BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 LONG_VIDEO_S = 600.0
 
@@ -76,35 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     count = args.videos or (2 if args.quick else 8)
     seconds = args.seconds or (6.0 if args.quick else 20.0)
-    size = tuple(int(x) for x in args.size.split("x"))
     cache = Path(args.cache).resolve()
-    talking = " talking throughout" if args.speech else ""
-    print(
-        f"videos: {count} x {seconds:g} s {args.size} grain {args.grain:g}{talking} (cache {cache})"
-    )
-    videos = bench_videos(
-        cache,
-        count,
-        seconds,
-        size=size,  # type: ignore[arg-type]
-        grain=args.grain,
-        speech=args.speech,
-    )
-    # The warm-up talks too: the speech model loads on the first video with an audio track.
-    warmup = bench_videos(
-        cache, 1, 2.0, size=(640, 360), grain=0.0, prefix="warmup", speech=args.speech
-    )[0].path
-
+    base, warmup = bench_inputs(args, cache, count, seconds)
     work = Path(tempfile.mkdtemp(prefix="rs-bench-"))
-    base = RunSpec(
-        mode="",
-        workdir="",
-        videos=videos,
-        chunk_frames=args.chunk_frames,
-        sample_mode=args.sample_mode,
-        skip_nonref_frames=args.skip_nonref,
-        speech=args.speech,
-    )
     report: dict[str, Any] = {
         "machine": {"cores": cores(), "loadavg_at_start": os.getloadavg()},
         "inputs": {
@@ -158,44 +132,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave out the 10 min video alone (one process, then the service's defaults)",
     )
-    parser.add_argument("--videos", type=int, help="number of videos (8; quick: 2)")
-    parser.add_argument("--seconds", type=float, help="length of each video (20; quick: 6)")
-    parser.add_argument("--size", default="1280x720")
-    parser.add_argument("--grain", type=float, default=6.0)
-    parser.add_argument(
-        "--speech",
-        action="store_true",
-        help="the videos talk throughout (espeak-ng): speech recognition runs and is in the bound",
-    )
-    parser.add_argument(
-        "--sample-mode",
-        choices=("fps", "shots", "keyframes"),
-        default="fps",
-        help="stages.sample_mode (shots: one sample per 1/fps s and one at every shot start)",
-    )
-    parser.add_argument(
-        "--skip-nonref",
-        action="store_true",
-        help="stages.skip_nonref_frames: the decoder leaves out unreferenced frames (B-frames)",
-    )
-    parser.add_argument("--chunk-frames", type=int, default=8)
+    add_input_arguments(parser)
     parser.add_argument(
         "--modes", default="sequential,raydata,streaming", help="also: backfill (on Ray Data)"
     )
     parser.add_argument("--raydata", help="Ray Data settings to try (names, comma separated)")
     parser.add_argument("--streaming", help="streaming settings to try (names, comma separated)")
-    parser.add_argument("--cache", default=str(ROOT / ".reelsense" / "bench" / "videos"))
-    parser.add_argument("--timeout", type=float, default=3600.0, help="per mode, seconds")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    parser.add_argument(
-        "--idle-busy",
-        type=float,
-        default=0.25,
-        help="before each mode, wait until other work keeps the machine busy less than this",
-    )
-    parser.add_argument(
-        "--idle-wait", type=float, default=0.0, help="seconds of waiting allowed in all"
-    )
     return parser
 
 

@@ -139,11 +139,11 @@ def compare(report: dict[str, Any], runs: dict[str, tuple[ModeResult, TreeSample
     memory = modes.get(MEMORY_MODE, {})
     if memory and "error" not in memory:
         report["memory"] = _memory(memory)
-    _defaults_vs_processes(report, modes)
+    defaults_vs_processes(report, modes)
     report["acceptance"] = _acceptance(report)
 
 
-def _defaults_vs_processes(report: dict[str, Any], modes: dict[str, Any]) -> None:
+def defaults_vs_processes(report: dict[str, Any], modes: dict[str, Any]) -> None:
     """The service's defaults against a process per core (the same videos, at once), and a
     10 min video alone against one process on it."""
     default, per_core = modes.get(DEFAULT_MODE, {}), modes.get(PER_CORE_MODE, {})

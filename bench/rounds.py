@@ -37,7 +37,15 @@ from bench.summary import (
 )
 
 #: What each mode's summary keeps in the report, per round.
-_KEPT = ("videos_per_min", "first_result_latency_s", "latency_p50_s", "tree_cpu_s", "error")
+_KEPT = (
+    "videos_per_min",
+    "first_result_latency_s",
+    "latency_p50_s",
+    "tree_cpu_s",
+    "cpu_s_by_process",
+    "stage_work_cpu_s_per_video",
+    "error",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -139,6 +139,7 @@ class KafkaVideoConsumer:
             heartbeat_interval_ms=s.heartbeat_interval_ms,
             max_poll_interval_ms=s.max_poll_interval_ms,
             max_poll_records=s.max_poll_records,
+            fetch_max_wait_ms=s.fetch_max_wait_ms,
             request_timeout_ms=s.request_timeout_ms,
         )
         consumer.subscribe(self._lanes.topics, listener=_RebalanceListener(self))

@@ -71,6 +71,9 @@ class KafkaSettings(BaseSettings):
     client_id: str = "reelsense"
     poll_timeout_ms: int = Field(default=200, ge=1)  # how long one poll waits for records
     max_poll_records: int = Field(default=500, ge=1)
+    # How long the broker may hold a fetch that finds no new record: an upload that arrives
+    # meanwhile may wait that long to be seen (aiokafka's default is 500).
+    fetch_max_wait_ms: int = Field(default=100, ge=0)
     request_timeout_ms: int = 30_000  # broker requests, dead-letter acks included
     commit_timeout_s: float = 10.0  # one commit (periodic, on revoke, on shutdown) at most
     shutdown_timeout_s: float = 30.0  # in-flight videos get this long to finish on stop

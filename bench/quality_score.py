@@ -5,7 +5,7 @@ Found items are matched to true ones one-to-one, best pair first (``greedy_pairs
 boundary by time within ``TOLERANCE_S``, a text span by its text (normalised as the spans are,
 ``core.spans.normalise``, then alike by ``TEXT_SIMILARITY``) and an overlapping time. Speech is
 scored as recognisers are, by word error rate: the words heard are aligned to the words said
-with the fewest substitutions, deletions and insertions (``align_words``), over words
+with the fewest substitutions, deletions and insertions (``bench.wer.align_words``), over words
 lowercased and stripped of punctuation (``words_of``), and the errors counted over the number
 of words said. Scores add up, so a corpus's figures count every edit's items once
 (micro-averaged): its WER is all edits' errors over all their words.
@@ -14,7 +14,6 @@ of words said. Scores add up, so a corpus's figures count every edit's items onc
 from __future__ import annotations
 
 import difflib
-import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 from bench.quality_media import EditTruth
 from bench.speech_media import Utterance
+from bench.wer import WordCounts, align_words, words_of
 from core.spans import SIMILARITY, TextSpan, normalise
 from core.speech import Speech, SpokenWord
 
@@ -36,7 +36,6 @@ FOUND_KINDS = ("cut", "gradual")
 # times are tokens on a 20 ms grid, and a sentence's first word starts where the VAD's 0.4 s of
 # padding does.
 SPEECH_TOLERANCE_S = 0.5
-Step = tuple[int | None, int | None]  # (said word, heard word); None: deleted, or inserted
 
 
 @dataclass
@@ -135,40 +134,6 @@ class TextScore:
             "counts": self.tally.to_json(),
             **time_errors(self.start_errors, self.end_errors),
         }
-
-
-@dataclass(frozen=True)
-class WordCounts:
-    """Words said, and the errors of what was heard against them."""
-
-    words: int = 0
-    substitutions: int = 0
-    deletions: int = 0
-    insertions: int = 0
-
-    def __add__(self, other: WordCounts) -> WordCounts:
-        return WordCounts(
-            self.words + other.words,
-            self.substitutions + other.substitutions,
-            self.deletions + other.deletions,
-            self.insertions + other.insertions,
-        )
-
-    @property
-    def wer(self) -> float | None:
-        """(S + D + I) / N: None when nothing was said; above 1 when many words were made up."""
-        errors = self.substitutions + self.deletions + self.insertions
-        return errors / self.words if self.words else None
-
-
-@dataclass(frozen=True)
-class Alignment:
-    """Words heard against words said, in order: ``steps`` pairs each said word with the heard
-    word it was taken for (the same word or a substitute) or with None (deleted), and gives
-    each heard word not taken for one a step of its own (inserted)."""
-
-    counts: WordCounts
-    steps: tuple[Step, ...]
 
 
 @dataclass
@@ -308,49 +273,6 @@ def score_text(truth: EditTruth, spans: Sequence[TextSpan]) -> TextScore:
         missed=[c for i, c in enumerate(truth.captions) if i not in matched_truth],
         false=[(s.text, s.start_s, s.end_s) for j, s in enumerate(spans) if j not in matched_found],
     )
-
-
-def words_of(text: str) -> list[str]:
-    """The words of ``text`` as a WER counts them: lowercase, apostrophes dropped ("don't" is
-    "dont"), any other punctuation a space ("semi-haroon" is two words)."""
-    return re.sub(r"[^\w\s]", " ", re.sub(r"['’]", "", text.casefold())).split()
-
-
-def align_words(said: Sequence[str], heard: Sequence[str]) -> Alignment:
-    """The alignment of ``heard`` to ``said`` with the fewest substitutions, deletions and
-    insertions (Levenshtein distance over words; where two are as few, a substitution is
-    preferred, which keeps each heard word in the place of the word it was taken for)."""
-    rows, cols = len(said) + 1, len(heard) + 1
-    cost = [[i + j if i == 0 or j == 0 else 0 for j in range(cols)] for i in range(rows)]
-    for i in range(1, rows):
-        for j in range(1, cols):
-            cost[i][j] = min(
-                cost[i - 1][j - 1] + (said[i - 1] != heard[j - 1]),
-                cost[i - 1][j] + 1,
-                cost[i][j - 1] + 1,
-            )
-    steps: list[Step] = []
-    i, j = len(said), len(heard)
-    while i or j:
-        if i and j and cost[i][j] == cost[i - 1][j - 1] + (said[i - 1] != heard[j - 1]):
-            i, j = i - 1, j - 1
-            steps.append((i, j))
-        elif i and cost[i][j] == cost[i - 1][j] + 1:
-            i -= 1
-            steps.append((i, None))
-        else:
-            j -= 1
-            steps.append((None, j))
-    steps.reverse()
-    counts = WordCounts(
-        words=len(said),
-        substitutions=sum(
-            1 for a, b in steps if a is not None and b is not None and said[a] != heard[b]
-        ),
-        deletions=sum(1 for _, b in steps if b is None),
-        insertions=sum(1 for a, _ in steps if a is None),
-    )
-    return Alignment(counts, tuple(steps))
 
 
 def heard_words(speech: Speech | None) -> list[tuple[str, float, float]]:

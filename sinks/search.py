@@ -4,9 +4,10 @@ One row per searchable segment (``sinks.segments``: text spans, speech segments,
 descriptions) with its text, its search terms (``core.terms``) and its embedding by one text
 model. A query runs two searches over the same rows, both filtered first (tenant, video,
 kind, time range): BM25 over the terms (Lance's inverted index) and nearest neighbours of the
-query's embedding; their rankings are fused by reciprocal rank (RRF: each list adds
-``1 / (60 + rank)``), so a word written on screen and a sentence of the same meaning in
-another language both come up without weighing scores of different scales against each other.
+query's embedding; their rankings are fused by reciprocal rank (``sinks.search_ranking``: each
+list adds ``1 / (60 + rank)``), so a word written on screen and a sentence of the same meaning
+in another language both come up without weighing scores of different scales against each
+other.
 Hits of one video whose spans overlap are merged into one.
 
 The table is named after the embedder and its release: vectors of two models never share an
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,10 +44,9 @@ from sinks.lance_rows import (
     video_predicate,
 )
 from sinks.lance_table import LanceTable, map_lance_error
+from sinks.search_ranking import Candidate, fuse, merged
 from sinks.search_rows import result_rows, segment_key
 
-RRF_K = 60
-SNIPPET_CHARS = 200
 RECENT_TEXTS = 4096  # texts whose embedding is kept for the next write
 _COLUMNS = ["video_id", "tenant", "kind", "segment", "start_s", "end_s", "text", "shot", "partial"]
 
@@ -90,13 +90,6 @@ def filter_sql(where: SearchFilter) -> str | None:
     if where.end_s is not None:
         clauses.append(f"start_s <= {float(where.end_s)!r}")
     return " AND ".join(clauses) or None
-
-
-@dataclass
-class _Candidate:
-    row: dict[str, Any]
-    score: float = 0.0
-    kinds: set[str] = field(default_factory=set)
 
 
 class LanceSearchIndex(Sink):
@@ -266,10 +259,10 @@ class LanceSearchIndex(Sink):
             # Every row of the frames table is of kind frame: the other filters apply.
             lists.append(self.images.search(query, depth, filter_sql(replace(where, kinds=()))))
         if method == "hybrid":
-            candidates = _fuse(lists)
+            candidates = fuse(lists)
         else:
-            candidates = [_Candidate(row, row["_value"], {row["kind"]}) for row in lists[0]]
-        return _merged(candidates)[:k]
+            candidates = [Candidate(row, row["_value"], {row["kind"]}) for row in lists[0]]
+        return merged(candidates)[:k]
 
     def _nearest(
         self, dataset: Any, query: str, depth: int, where: SearchFilter
@@ -329,77 +322,3 @@ def _keyed(row: dict[str, Any], taken: set[str]) -> dict[str, str]:
     if row.get("segment"):
         return {"segment": str(row["segment"])}
     return {"segment": segment_key(row["kind"], float(row["start_s"]), str(row["text"]), taken)}
-
-
-def _fuse(lists: Sequence[list[dict[str, Any]]]) -> list[_Candidate]:
-    """Reciprocal rank fusion of ranked row lists, best first."""
-    by_key: dict[tuple[str, str], _Candidate] = {}
-    for rows in lists:
-        for rank, row in enumerate(rows):
-            key = (row["video_id"], row["segment"])
-            candidate = by_key.setdefault(key, _Candidate(row, kinds={row["kind"]}))
-            candidate.score += 1.0 / (RRF_K + rank + 1)
-    return sorted(by_key.values(), key=lambda c: -c.score)
-
-
-def _merged(candidates: Sequence[_Candidate]) -> list[SegmentHit]:
-    """One hit per overlapping run of one video's candidates, in order of the best score:
-    a caption and the sentence said while it shows are one place, not two. Its text is the
-    best match's, then the others' (``·`` between them). A candidate that bridges two hits
-    joins them, and a hit grown over another takes it in."""
-    hits: list[SegmentHit] = []
-    for candidate in candidates:  # best first, so the first of a run sets its text and score
-        found = _hit(candidate)
-        at = next((i for i, hit in enumerate(hits) if _overlap(hit, found)), None)
-        if at is None:
-            hits.append(found)
-            continue
-        hits[at] = _join(hits[at], found)
-        while others := [i for i, hit in enumerate(hits) if i != at and _overlap(hit, hits[at])]:
-            first, *rest = sorted([at, *others])  # the better hits come first
-            joined = hits[first]
-            for i in rest:
-                joined = _join(joined, hits[i])
-            hits = [hit for i, hit in enumerate(hits) if i not in rest]
-            at, hits[first] = first, joined
-    return hits
-
-
-def _hit(candidate: _Candidate) -> SegmentHit:
-    row = candidate.row
-    return SegmentHit(
-        video_id=row["video_id"],
-        tenant=row["tenant"],
-        start_s=float(row["start_s"]),
-        end_s=float(row["end_s"]),
-        text=_snippet(str(row["text"])),
-        kinds=tuple(sorted(candidate.kinds)),
-        score=round(candidate.score, 6),
-        shot=row["shot"],
-        partial=bool(row["partial"]),
-    )
-
-
-def _join(better: SegmentHit, other: SegmentHit) -> SegmentHit:
-    """One place of two overlapping hits: the better one's score and text first."""
-    texts = better.text.split(" · ")
-    texts += [text for text in other.text.split(" · ") if text not in texts]
-    return replace(
-        better,
-        start_s=min(better.start_s, other.start_s),
-        end_s=max(better.end_s, other.end_s),
-        text=_snippet(" · ".join(texts)),
-        kinds=tuple(sorted({*better.kinds, *other.kinds})),
-        shot=better.shot if better.shot is not None else other.shot,
-        partial=better.partial or other.partial,
-    )
-
-
-def _snippet(text: str) -> str:
-    return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…"
-
-
-def _overlap(one: SegmentHit, other: SegmentHit) -> bool:
-    return (
-        one.video_id == other.video_id and other.start_s < one.end_s and one.start_s < other.end_s
-    )

@@ -14,15 +14,9 @@ import pytest
 
 from bench.quality import main as quality_main
 from bench.quality_media import Caption, EditTruth, Shot, edit_truth
-from bench.quality_score import (
-    WordCounts,
-    align_words,
-    score_shots,
-    score_speech,
-    score_text,
-    words_of,
-)
+from bench.quality_score import score_shots, score_speech, score_text
 from bench.speech_media import Utterance, espeak_path
+from bench.wer import WordCounts, align_words, words_of
 from core.spans import TextSpan
 from core.speech import Speech, SpeechSegment, SpokenWord
 

@@ -14,7 +14,8 @@ from core.search import SearchFilter
 from core.speech import Speech, SpeechSegment
 from models.embedding import E5Embedder
 from sinks.indexes import IndexUpkeep, TextIndexJob
-from sinks.search import LanceSearchIndex, _Candidate, _merged, search_table_name
+from sinks.search import LanceSearchIndex, search_table_name
+from sinks.search_ranking import Candidate, merged
 from tests.sinks import make_result
 
 SHOP = ["欢迎光临", "欢迎光临", "欢迎光临", "", "今日特价 ¥39", "今日特价 ¥39"]
@@ -218,13 +219,13 @@ def test_a_bridging_match_joins_two_places() -> None:
             "text": text, "shot": None, "partial": False,
         }  # fmt: skip
 
-    found = _merged(
+    found = merged(
         [
-            _Candidate(row("数据中心", 0.0, 2.5), 0.9, {"text"}),
-            _Candidate(row("SERVER ROOM B7", 2.5, 5.0), 0.8, {"text"}),  # touches, no overlap
-            _Candidate(row("Elsewhere", 9.0, 10.0), 0.75, {"text"}),
-            _Candidate(row("Please follow me inside.", 1.0, 4.0, "speech"), 0.7, {"speech"}),
-            _Candidate(row("The data center never sleeps.", 0.5, 9.5, "speech"), 0.6, {"speech"}),
+            Candidate(row("数据中心", 0.0, 2.5), 0.9, {"text"}),
+            Candidate(row("SERVER ROOM B7", 2.5, 5.0), 0.8, {"text"}),  # touches, no overlap
+            Candidate(row("Elsewhere", 9.0, 10.0), 0.75, {"text"}),
+            Candidate(row("Please follow me inside.", 1.0, 4.0, "speech"), 0.7, {"speech"}),
+            Candidate(row("The data center never sleeps.", 0.5, 9.5, "speech"), 0.6, {"speech"}),
         ]
     )
     (place,) = found

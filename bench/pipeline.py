@@ -162,14 +162,21 @@ def _process_pools(single: RunSpec, modes: set[str]) -> list[tuple[str, str, Run
     cost, the floor under the service)."""
     plan = [
         ("sequential_single", "sequential", single),
-        (PER_CORE_MODE, "sequential", replace(single, setting={"processes": cores()})),
+        (PER_CORE_MODE, "sequential", per_core_pool(single)),
     ]
     if "streaming" in modes:
-        writes = {"processes": cores(), "write": True}
-        plan.append((PER_CORE_WRITES_MODE, "sequential", replace(single, setting=writes)))
-        per_core = {"processes": cores()}
-        plan.append((RAY_ACTORS_MODE, "actors", replace(single, setting=per_core)))
+        plan.append((PER_CORE_WRITES_MODE, "sequential", per_core_pool(single, write=True)))
+        plan.append((RAY_ACTORS_MODE, "actors", per_core_pool(single)))
     return plan
+
+
+def per_core_pool(single: RunSpec, *, write: bool = False) -> RunSpec:
+    """``single`` run by one process per core; with ``write``, each writing its results as the
+    service does."""
+    setting: dict[str, Any] = {"processes": cores()}
+    if write:
+        setting["write"] = True
+    return replace(single, setting=setting)
 
 
 def _plan(

@@ -20,6 +20,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from bench.inputs import add_input_arguments, bench_inputs
 from bench.mode_settings import STREAMING_SETTINGS
 from bench.modes.common import RunSpec, cores, quiet_environment
-from bench.pipeline import run_mode, wait_until_idle
+from bench.pipeline import per_core_pool, run_mode, wait_until_idle
 from bench.summary import (
     DEFAULT_MODE,
     PER_CORE_MODE,
@@ -57,13 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     plan = _plan(replace(base, warmup=warmup))
     work = Path(tempfile.mkdtemp(prefix="rs-rounds-"))
     rounds: list[dict[str, dict[str, Any]]] = []
+    idle_deadline = time.monotonic() + args.idle_wait  # one budget for every wait of the run
     try:
         for number in range(args.rounds):
             turn = number % len(plan)
             modes: dict[str, dict[str, Any]] = {}
             for name, module, spec in plan[turn:] + plan[:turn]:
                 folder = work / f"{number}-{name.replace(':', '-')}"
-                wait_until_idle(args.idle_busy, args.idle_wait)
+                wait_until_idle(args.idle_busy, max(0.0, idle_deadline - time.monotonic()))
                 result, sampler = run_mode(
                     module, replace(spec, mode=name, workdir=str(folder)), timeout_s=args.timeout
                 )
@@ -81,17 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _plan(single_base: RunSpec) -> list[tuple[str, str, RunSpec]]:
+def _plan(base: RunSpec) -> list[tuple[str, str, RunSpec]]:
     """The three modes of a round, as ``bench.pipeline`` runs them: (name, module, spec)."""
-    single = replace(single_base, threads="single")
+    single = replace(base, threads="single")
     return [
-        (PER_CORE_MODE, "sequential", replace(single, setting={"processes": cores()})),
-        (
-            PER_CORE_WRITES_MODE,
-            "sequential",
-            replace(single, setting={"processes": cores(), "write": True}),
-        ),
-        (DEFAULT_MODE, "streaming", replace(single_base, setting=STREAMING_SETTINGS["st-default"])),
+        (PER_CORE_MODE, "sequential", per_core_pool(single)),
+        (PER_CORE_WRITES_MODE, "sequential", per_core_pool(single, write=True)),
+        (DEFAULT_MODE, "streaming", replace(base, setting=STREAMING_SETTINGS["st-default"])),
     ]
 
 

@@ -239,12 +239,17 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         whole = [VideoRange(start, None)]
         if self._mode != "fps" or parts < 2 or (start is not None and start.finished):
             return whole
-        times = frame_times(item.path, self._limits)
-        if times is None:
+        timeline = frame_times(item.path, self._limits)
+        if timeline is None:
             return whole
-        size = self.chunk_size(item.probe)
         return plan_ranges(
-            times, fps=self._fps, chunk_size=size, start=start, parts=parts, min_s=min_s
+            timeline,
+            fps=self._fps,
+            chunk_size=self.chunk_size(item.probe),
+            start=start,
+            parts=parts,
+            min_s=min_s,
+            warm_up_s=self._warm_up_s,
         )
 
     def _check_estimated_frames(self, video: LocalVideo) -> None:

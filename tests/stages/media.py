@@ -35,13 +35,18 @@ def write_clip(
     return write_video(path, scenes, fps=fps, size=size, gop=gop, grain=grain)
 
 
-def write_vfr_clip(path: Path, times_s: list[float], size: tuple[int, int] = SMALL) -> Path:
-    """H.264 frames at exactly the given presentation times (variable frame rate)."""
+def write_vfr_clip(
+    path: Path, times_s: list[float], size: tuple[int, int] = SMALL, *, gop: int | None = None
+) -> Path:
+    """H.264 frames at exactly the given presentation times (variable frame rate); ``gop``
+    caps the frames between key frames."""
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("libx264", rate=25)
         assert isinstance(stream, av.VideoStream)
         stream.width, stream.height = size
         stream.pix_fmt = "yuv420p"
+        if gop is not None:
+            stream.codec_context.gop_size = gop
         stream.codec_context.time_base = Fraction(1, 1000)
         stream.options = {"preset": "veryfast", "threads": "1"}
         for t in times_s:

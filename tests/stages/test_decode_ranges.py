@@ -48,7 +48,9 @@ def assert_same_chunks(got: list[Chunk], want: list[Chunk]) -> None:
 def test_ranges_together_equal_one_decoder(
     tmp_path: Path, gop: int, nonref: bool, parts: int
 ) -> None:
-    path = media.write_clip(tmp_path / "clip.mp4", seconds=9.0, fps=25, gop=gop)
+    # Long enough that each range after the first pays for its warm-up (5.2 s of video decoded
+    # ahead of it for the shot detector) and three ranges still end sooner than two.
+    path = media.write_clip(tmp_path / "clip.mp4", seconds=30.0, fps=25, gop=gop)
     stage = DecodeSampleStage(
         settings(sample_fps=2.0, chunk_frames=3, skip_nonref_frames=nonref), LIMITS
     )
@@ -61,9 +63,11 @@ def test_ranges_together_equal_one_decoder(
 def test_a_stream_with_gaps_is_split_where_its_samples_fall(tmp_path: Path) -> None:
     # A screen recording's kind of clock: frames only when something changed, with seconds
     # of nothing between. Splitting by time alone would take samples twice or not at all.
-    times = [i * 0.1 for i in range(30)] + [6.0 + i * 0.1 for i in range(20)]
-    times += [11.5 + i * 0.5 for i in range(10)]
-    path = media.write_vfr_clip(tmp_path / "vfr.mp4", times)
+    times: list[float] = []
+    for offset in (0.0, 17.0, 34.0):
+        times += [offset + i * 0.1 for i in range(30)] + [offset + 6.0 + i * 0.1 for i in range(20)]
+        times += [offset + 11.5 + i * 0.5 for i in range(10)]
+    path = media.write_vfr_clip(tmp_path / "vfr.mp4", times, gop=10)
     stage = DecodeSampleStage(settings(sample_fps=2.0, chunk_frames=2), LIMITS)
     whole = list(stage.stream(local(path)))
     count, chunks = decoded_in_ranges(stage, path, 3)

@@ -14,10 +14,12 @@ between the tickets as they are recognised, and its ``SpeechEnd`` after them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -193,6 +195,11 @@ class StageExecutor(ABC):
 
     def release(self, ticket: PooledChunk) -> None:  # noqa: B027 - optional hook
         """The image stages are done with the ticket's pixels (whatever their outcome)."""
+
+    def taking_on(self) -> AbstractContextManager[None]:
+        """Held while the orchestration has a video in hand, from its event to its outcome: an
+        executor that splits a video over idle replicas leaves them to the videos on their way."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     async def embed(self, chunk: Chunk) -> Chunk:

@@ -106,7 +106,8 @@ class VideoProcessor:
         self._metrics.video_started()
         started, outcome = time.monotonic(), "error"
         try:
-            outcome = await self._process(ref)
+            with self._executor.taking_on():
+                outcome = await self._process(ref)
         finally:
             self._metrics.video_finished(outcome, time.monotonic() - started)
         return outcome

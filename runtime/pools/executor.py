@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import ray
@@ -87,6 +88,9 @@ class RayExecutor(StageExecutor):
         paced = not inline or not set(self.image_stages) <= set(inline)
         async for item in self._split.ingest(ref, resume, inline, speech_from, paced=paced):
             yield item
+
+    def taking_on(self) -> AbstractContextManager[None]:
+        return self._split.taking_on()
 
     async def activity(self) -> dict[str, list[ActivitySnapshot]]:
         """Stage -> a snapshot of each running replica (a broadcast to every pool)."""

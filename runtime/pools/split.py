@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -136,14 +136,29 @@ class SplitIngest:
         self._ahead = ahead
         self._replicas = replicas
         self._open = 0  # ingest calls of this process under way
+        self._videos = 0  # videos this process has in hand (``taking_on``)
+        self._ingesting = 0  # of them, those whose calls are under way
         self._routing = asyncio.Lock()  # one call routed at a time, see ``_ROUTING_WAIT_S``
         self._unsplit: dict[str, None] = {}  # videos whose split went wrong: one piece now
 
+    @contextlib.contextmanager
+    def taking_on(self) -> Iterator[None]:
+        """Held while this process has a video in hand (see ``_parts``)."""
+        self._videos += 1
+        try:
+            yield
+        finally:
+            self._videos -= 1
+
     def _parts(self, video_id: str) -> int:
-        """How many ranges a new video may be cut into: the ingest replicas left idle."""
+        """How many ranges a new video may be cut into: the ingest replicas left idle once
+        the other videos this process has in hand have theirs. In a burst no video is split:
+        a range after a video's first decodes its warm-up too, work that the replicas would
+        take from the videos waiting behind it."""
         if video_id in self._unsplit:
             return 0
-        idle = self._replicas - self._open
+        waiting = max(0, self._videos - self._ingesting)  # videos without calls yet
+        idle = self._replicas - self._open - waiting
         return idle if idle > 1 else 0
 
     def _call(
@@ -168,6 +183,7 @@ class SplitIngest:
         inline = tuple(inline)
         calls = _Calls()
         running = 1
+        self._ingesting += 1
         try:
             await self._start(calls, ref, resume, paced, inline=inline, speech_from=speech_from)
             while running:
@@ -196,6 +212,7 @@ class SplitIngest:
                 yield replace(item, stream=call.key) if isinstance(item, PooledChunk) else item
                 call.took()
         finally:
+            self._ingesting -= 1
             await calls.close()
             self._open -= len(calls.calls)
 

@@ -161,9 +161,11 @@ class RaySettings(BaseSettings):
     # How the pools are laid out where a pool's own settings are left unset
     # (``runtime.placement``): "auto" is per_core on a local Ray, pools on a cluster.
     placement: Literal["auto", "per_core", "pools"] = "auto"
-    # A video alone is split into time ranges of at least this much, decoded by idle ingest
-    # replicas at once (``runtime.pools.split``); 0: never split.
-    split_min_s: float = Field(default=30.0, ge=0)
+    # A video is split over the ingest replicas that nothing else of this process waits for,
+    # into as many time ranges as it holds this much video, decoded at once; fewer where one
+    # more would not end sooner (each after the first also decodes its warm-up, ``stages.ranges``,
+    # ``runtime.pools.split``); 0: never split.
+    split_min_s: float = Field(default=8.0, ge=0)
     # One pool per stage (``core.stage_names``); the ingest replicas take the decode pool's.
     fetch: PoolSettings = PoolSettings()
     decode: PoolSettings = PoolSettings()

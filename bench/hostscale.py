@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import queue
 import time
 from multiprocessing.synchronize import Barrier
 from typing import Any
@@ -48,7 +49,9 @@ def measure(rounds: int = 60, cores: int | None = None) -> dict[str, Any]:
     """The kernel alone, then on ``cores`` processes at once (default: every core here)."""
     count = cores or count_cores()
     alone = min(_kernel(rounds) for _ in range(2))  # the faster of two: a quiet moment
-    context = multiprocessing.get_context("fork")  # the kernel's process is not this one
+    # Fresh interpreters: a child forked from a process with threads (gRPC's, OpenMP's) can
+    # wait forever on a lock one of them held at the fork.
+    context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(count)
     results = context.Queue()
     workers = [
@@ -56,10 +59,16 @@ def measure(rounds: int = 60, cores: int | None = None) -> dict[str, Any]:
     ]
     for worker in workers:
         worker.start()
-    together = [results.get(timeout=120) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=30)
-    mean = sum(together) / len(together)
+    try:
+        together = [results.get(timeout=120) for _ in workers]
+    except queue.Empty:  # a worker died or hung: no figure rather than no benchmark
+        together = []
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.kill()
+    mean = sum(together) / len(together) if together else 0.0
     return {
         "cores": count,
         "alone_cpu_s": round(alone, 4),

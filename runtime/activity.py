@@ -46,19 +46,36 @@ class StageThreads:
     the same calls on one thread (two processes at once on this 2-core host; no difference
     with the other core idle), the buffers a library keeps per thread going cold or being
     rebuilt in each. Used from the replica's event loop only, so it needs no lock.
+
+    Every thread made is kept here until ``close``, leased or not. A lease held by an
+    abandoned async generator (a cancelled call's stream, never closed) would otherwise be
+    reachable from that generator alone: the garbage collector clears the executor's weak
+    references before it runs the generator's finaliser, the executor's worker takes that for
+    the executor gone and exits, and the finaliser then gives the lease back, with no thread
+    behind it, for a later video's calls to wait on for ever.
     """
 
     def __init__(self) -> None:
         self._idle: list[ThreadPoolExecutor] = []
+        self._made: list[ThreadPoolExecutor] = []
 
     @contextlib.contextmanager
     def lease(self) -> Iterator[ThreadPoolExecutor]:
         """A thread for one video's calls until the block ends."""
-        thread = self._idle.pop() if self._idle else ThreadPoolExecutor(1, "stage")
+        if self._idle:
+            thread = self._idle.pop()
+        else:
+            thread = ThreadPoolExecutor(1, "stage")
+            self._made.append(thread)
         try:
             yield thread
         finally:
             self._idle.append(thread)
+
+    @property
+    def leased(self) -> int:
+        """Leases out now."""
+        return len(self._made) - len(self._idle)
 
     @contextlib.contextmanager
     def for_video(
@@ -74,8 +91,9 @@ class StageThreads:
                 yield thread, listener
 
     def close(self) -> None:
-        for thread in self._idle:
+        for thread in self._made:
             thread.shutdown(wait=False)
+        self._made.clear()
         self._idle.clear()
 
 

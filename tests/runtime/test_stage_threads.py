@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -78,6 +79,37 @@ async def test_work_on_a_leased_thread_counts_its_cpu_and_keeps_the_callers_cont
     assert seen[0] == "video-7"
     assert work.cpu_s > 0
     assert activity.snapshot().cpu_s == pytest.approx(work.cpu_s)
+    threads.close()
+
+
+async def test_a_lease_an_abandoned_stream_gives_back_still_runs_calls() -> None:
+    """A stream left suspended holding its lease (a cancelled call's, never closed) in a
+    reference cycle, as a cancelled task's traceback makes: the garbage collector finds it, its
+    finaliser gives the lease back, and the next video's calls on that thread run."""
+    threads = StageThreads()
+    leased: list[int] = []
+    closed = asyncio.Event()
+
+    async def stream() -> AsyncIterator[int]:
+        try:
+            with threads.lease() as thread:
+                leased.append(id(thread))
+                yield await run_on(thread, threading.get_ident)
+                yield 0  # never asked for
+        finally:
+            closed.set()  # the lease is back
+
+    abandoned = stream()
+    await anext(abandoned)
+    cycle: list[object] = [abandoned]
+    cycle.append(cycle)
+    del abandoned, cycle
+    gc.collect()
+    await closed.wait()  # closed by the finaliser's task, on this loop
+    with threads.lease() as thread:
+        assert id(thread) == leased[0]
+        # Without the thread kept by ``StageThreads`` the call waits for ever.
+        assert await asyncio.wait_for(run_on(thread, lambda: 7), timeout=60) == 7
     threads.close()
 
 

@@ -20,6 +20,7 @@ from runtime.executor import (
     PooledChunk,
     ReplayedChunk,
     StageExecutor,
+    closing,
     merge_outputs,
 )
 from runtime.reuse import ReusePlan
@@ -200,11 +201,12 @@ async def decoding(
     await slots.acquire(lane)
     held = True
     try:
-        async for item in items:
-            if listens and held and isinstance(item, ChunkTicket) and item.last:
-                held = False
-                slots.release(lane)
-            yield item
+        async with closing(items):
+            async for item in items:
+                if listens and held and isinstance(item, ChunkTicket) and item.last:
+                    held = False
+                    slots.release(lane)
+                yield item
     finally:
         if held:
             slots.release(lane)

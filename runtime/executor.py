@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -96,6 +96,19 @@ IngestItem = LocalVideo | IngestChunk | SpeechItem
 T = TypeVar("T")
 
 
+@contextlib.asynccontextmanager
+async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """``stream``, closed when the block ends, however it ends. ``async for`` leaves an async
+    generator it stops early (an error, a cancelled task) suspended, and what its ``finally``
+    gives back (a thread lease, the fetched file, the speech listener it runs) stays taken until
+    the garbage collector finds it. Each stream that reads another closes it this way."""
+    try:
+        yield stream
+    finally:
+        if isinstance(stream, AsyncGenerator):
+            await stream.aclose()
+
+
 async def with_speech(
     tickets: AsyncIterator[T],
     stage: SpeechStage | None,
@@ -111,8 +124,9 @@ async def with_speech(
     as it is seen. On the way out the recognition is told to stop and the window under way
     is let finish (the file it reads is removed after this returns)."""
     if stage is None or speech_from is None:
-        async for ticket in tickets:
-            yield ticket
+        async with closing(tickets):
+            async for ticket in tickets:
+                yield ticket
         return
     stop = threading.Event()
     speech = stage.stream(video, speech_from, stop)
@@ -129,14 +143,15 @@ async def with_speech(
     listening = asyncio.create_task(listen())
     ended = False  # the listener has put its last item
     try:
-        async for ticket in tickets:
-            while not heard.empty():
-                if (item := heard.get_nowait()) is None:
-                    ended = True
-                    await listening  # raises its error
-                else:
-                    yield item
-            yield ticket
+        async with closing(tickets):
+            async for ticket in tickets:
+                while not heard.empty():
+                    if (item := heard.get_nowait()) is None:
+                        ended = True
+                        await listening  # raises its error
+                    else:
+                        yield item
+                yield ticket
         while not ended and (item := await heard.get()) is not None:
             yield item
         await listening  # raises its error

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
 from runtime.activity import StageThreads, run_on
-from runtime.executor import IngestItem, PooledChunk, StageExecutor, with_speech
+from runtime.executor import IngestItem, PooledChunk, StageExecutor, closing, with_speech
 from runtime.result_writer import FencedResultWriter
 from sinks.writer import WriterStats
 from stages.pipeline import Pipeline
@@ -61,10 +61,10 @@ class LocalExecutor(StageExecutor):
                 self._thread_of = {v: t for v, t in self._thread_of.items() if t is not thread}
                 self._thread_of[ref.video_id] = thread
                 tickets = self._tickets(video, resume, thread)
-                async for item in with_speech(
-                    tickets, pipeline.speech, video, speech_from, listener
-                ):
-                    yield item
+                stream = with_speech(tickets, pipeline.speech, video, speech_from, listener)
+                async with closing(stream):
+                    async for item in stream:
+                        yield item
         finally:
             await asyncio.to_thread(pipeline.fetch.release, video)
 

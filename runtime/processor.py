@@ -39,7 +39,7 @@ from core.retry import RetryFailure, RetryPolicy
 from core.speech import SpeechEnd, SpeechPart
 from core.stage_names import DECODE, EMBED, FETCH
 from runtime.chunk_stages import ChunkStages, DecodeSlots, decoding, resume_point
-from runtime.executor import IngestChunk, IngestItem, StageExecutor
+from runtime.executor import IngestChunk, IngestItem, StageExecutor, closing
 from runtime.final_transitions import FinalTransitions
 from runtime.lease import Superseded, claim_when_free, holding, owner_id
 from runtime.metrics import PipelineMetrics
@@ -284,22 +284,23 @@ class VideoProcessor:
         tasks: list[asyncio.Task[Chunk]] = []
         per_video = asyncio.Semaphore(self._settings.chunks_in_flight_per_video)
         try:
-            async for item in items:
-                if isinstance(item, LocalVideo):
-                    video = run.probe_of(item)
-                    run.timings[FETCH] = time.monotonic() - started
-                    await run.progress(FETCH, 1, 1)
-                    continue
-                if isinstance(item, SpeechPart | SpeechEnd):
-                    assert speech is not None  # asked for
-                    await speech.take(item)
-                    if isinstance(item, SpeechPart):
-                        await self._partials.speech(run, item)
-                    continue
-                run.decoded(item.index, item.last)
-                await run.progress(DECODE, run.decoded_count, run.total)
-                if item.index not in restored:  # else its pixels are not needed
-                    tasks.append(await self._start(run, item, per_video, reuse))
+            async with closing(items):
+                async for item in items:
+                    if isinstance(item, LocalVideo):
+                        video = run.probe_of(item)
+                        run.timings[FETCH] = time.monotonic() - started
+                        await run.progress(FETCH, 1, 1)
+                        continue
+                    if isinstance(item, SpeechPart | SpeechEnd):
+                        assert speech is not None  # asked for
+                        await speech.take(item)
+                        if isinstance(item, SpeechPart):
+                            await self._partials.speech(run, item)
+                        continue
+                    run.decoded(item.index, item.last)
+                    await run.progress(DECODE, run.decoded_count, run.total)
+                    if item.index not in restored:  # else its pixels are not needed
+                        tasks.append(await self._start(run, item, per_video, reuse))
             computed = await asyncio.gather(*tasks)
         except BaseException as exc:
             if isinstance(exc, PermanentError):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from core.records import Chunk, EarlierResult, Frame, LocalVideo, ProbeInfo, VideoRef
 from core.stage_names import IMAGE_EMBED
-from runtime.executor import IngestItem, ReplayedChunk
+from runtime.executor import IngestItem, ReplayedChunk, closing
 from stages.pipeline import Lineage
 
 
@@ -80,8 +80,9 @@ class ReusePlan:
         if after is None:
             yield LocalVideo(ref=ref, path="", probe=self.probe)
         else:
-            async for item in after:
-                yield item
+            async with closing(after):
+                async for item in after:
+                    yield item
         ordered = [
             f if self.embeddings else replace(f, embedding=None)
             for _, f in sorted(self.frames.items())

@@ -22,6 +22,7 @@ from runtime.executor import (
     FusedOutputs,
     IngestItem,
     PooledChunk,
+    closing,
     merge_outputs,
     with_speech,
 )
@@ -192,10 +193,10 @@ class IngestPool:
                         held=held,
                         thread=thread,
                     )
-                    async for item in with_speech(
-                        tickets, self._speech, video, speech_from, listener
-                    ):
-                        yield item
+                    stream = with_speech(tickets, self._speech, video, speech_from, listener)
+                    async with closing(stream):
+                        async for item in stream:
+                            yield item
             finally:
                 asyncio.get_running_loop().call_later(_HOLD_AFTER_END_S, self._held.pop, hold, None)
                 await asyncio.to_thread(self._fetch.release, video)

@@ -17,18 +17,19 @@ import lance
 import pytest
 from pydantic import SecretStr
 
-from checkpoint.base import OutboxEvent, VideoState
+from checkpoint.base import OutboxEvent, VideoState, VideoStatus
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig, StorageSettings
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
 from core.speech import SpeechEnd, SpeechPart
+from core.stage_names import DECODE
 from devkit.samples import Scene, write_video
 from devkit.services import moto_server
 from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.embedding import resolve_model_path
-from runtime.executor import IngestItem
+from runtime.executor import IngestItem, PooledChunk
 from runtime.lease import holding
 from runtime.local_executor import LocalExecutor
 from runtime.messages import DONE_TEXT_CHARS, done_message_data
@@ -126,6 +127,42 @@ async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
     assert max(keys.values()) == 1
     assert await store.chunks_done("long") == set()
     assert not list((root / "objects").glob("chunks/long/**/*.json"))
+
+
+async def test_a_cancelled_video_gives_its_threads_back_before_it_ends(
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    store: RedisCheckpointStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cancelled while its chunks wait for their stages, the orchestration awaiting outside the
+    ingest stream: the streams close with the task, and the threads its decoding and speech
+    leased are back when the cancellation returns, not whenever the garbage collector finds
+    the streams."""
+    path = write_video(root / "stuck.mp4", [Scene(("STUCK",), 4.0)], fps=10, size=(320, 240))
+    never = asyncio.Event()
+
+    async def stuck(stage: str, ticket: PooledChunk) -> Chunk:
+        await never.wait()
+        raise AssertionError("never let go")
+
+    monkeypatch.setattr(executor, "analyse", stuck)
+    work = processor(config, executor, store, chunks_in_flight_per_video=1)
+    task = asyncio.create_task(work.process(VideoRef("stuck", path.as_uri())))
+    # Its first chunk at a stage, the second decoded and waiting for room (one in flight).
+    while (status := await store.get("stuck")) is None or decoded(status) < 2:
+        assert not task.done()
+        await asyncio.sleep(0.05)
+    assert executor._threads.leased > 0
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert executor._threads.leased == 0
+
+
+def decoded(status: VideoStatus) -> int:
+    progress = status.stages.get(DECODE)
+    return 0 if progress is None else progress.done
 
 
 async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(

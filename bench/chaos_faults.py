@@ -72,6 +72,8 @@ class DripSource:
 
     def close(self) -> None:
         self._stop.set()
+        with suppress(OSError):  # wakes the accept() under way (closing alone would not)
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
 
 

@@ -555,6 +555,8 @@ class _Drip:
 
     def close(self) -> None:
         self._stop.set()
+        with suppress(OSError):  # wakes the accept() under way (closing alone would not)
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
 
 

@@ -15,7 +15,7 @@ from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, VideoRef, VideoResult
 from core.stage_names import EMBED
 from runtime.activity import ActivitySnapshot
-from runtime.executor import IngestItem, PooledChunk, StageExecutor, closing
+from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.pools.application import pools_application
 from runtime.pools.base import INGEST, POOLS_APP, WRITER
 from runtime.pools.ingest import ChunkCredits
@@ -77,7 +77,7 @@ class RayExecutor(StageExecutor):
             self._credits = ChunkCredits.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]
         return self._credits
 
-    async def ingest(
+    def ingest(
         self,
         ref: VideoRef,
         resume: ResumePoint | None = None,
@@ -86,10 +86,7 @@ class RayExecutor(StageExecutor):
     ) -> AsyncIterator[IngestItem]:
         # Every image stage in the decoder: no pixels cross, nothing to pace.
         paced = not inline or not set(self.image_stages) <= set(inline)
-        stream = self._split.ingest(ref, resume, inline, speech_from, paced=paced)
-        async with closing(stream):
-            async for item in stream:
-                yield item
+        return self._split.ingest(ref, resume, inline, speech_from, paced=paced)
 
     def taking_on(self) -> AbstractContextManager[None]:
         return self._split.taking_on()

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 import warnings
 from collections.abc import Sequence
@@ -30,13 +29,25 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from core.config import ServiceConfig
+    from runtime.stop_signals import StopSignals
 
 DEFAULT_WORKDIR = Path(".reelsense")
 _SERVICE_COMMANDS = frozenset({"demo", "dev", "serve"})  # those that run the service on Ray
+_UNTIL_STOPPED = frozenset({"dev", "serve"})  # those that run until a stop signal
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command not in _UNTIL_STOPPED:
+        return _main(args)
+    from runtime.stop_signals import StopSignals
+
+    # From here on a stop signal is a request, whenever it comes (see runtime.stop_signals).
+    with StopSignals() as args.stop:
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -226,11 +237,14 @@ def _dev(args: argparse.Namespace) -> int:
     from devkit.stack import EmbeddedStack
 
     base = ServiceConfig.load(args.config)
+    stop: StopSignals = args.stop
     with EmbeddedStack(args.workdir) as stack:
+        if stop.requested:  # stopped while the broker and Redis started
+            return 0
         config = stack.config(base)
         print(f"broker {stack.bootstrap}  redis {stack.redis_url}  API {stack.api_url}")
         print("submit videos with: reelsense submit FILE --follow   (Ctrl-C stops)")
-        return _run_service(config, local_ray=True)
+        return _run_service(config, stop, local_ray=True)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -253,7 +267,10 @@ def _serve(args: argparse.Namespace) -> int:
         except CheckpointUnavailable as exc:
             print(f"reelsense serve: redis is unreachable: {exc}", file=sys.stderr)
             return 1
-    return _run_service(config, local_ray=config.ray.address is None)
+    stop: StopSignals = args.stop
+    if stop.requested:
+        return 0
+    return _run_service(config, stop, local_ray=config.ray.address is None)
 
 
 async def _check_durability(config: ServiceConfig) -> None:
@@ -266,20 +283,19 @@ async def _check_durability(config: ServiceConfig) -> None:
         await store.close()
 
 
-def _run_service(config: object, *, local_ray: bool) -> int:
-    from core.config import ServiceConfig
+def _run_service(config: ServiceConfig, stop: StopSignals, *, local_ray: bool) -> int:
+    """The service until a stop signal, whenever it comes (see ``runtime.stop_signals``)."""
     from runtime.cluster import ray_connection
     from runtime.service import ReelsenseService
 
-    assert isinstance(config, ServiceConfig)
     with ray_connection(config, local=local_ray):
+        if stop.requested:  # during Ray's start
+            return 0
         service = ReelsenseService(config)
 
         async def serve_until_signal() -> None:
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, service.request_stop)
-            await service.run()
+            with stop.in_loop(service.request_stop):
+                await service.run()
 
         asyncio.run(serve_until_signal())
     return 0

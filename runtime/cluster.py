@@ -10,7 +10,9 @@ import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,7 +75,7 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
         yield
         return
     if not local:
-        ray.init(address=config.ray.address, namespace=config.ray.namespace, log_to_driver=False)
+        _init(address=config.ray.address, namespace=config.ray.namespace, log_to_driver=False)
         try:
             yield
         finally:
@@ -83,7 +85,7 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
     tmp = os.environ.get("RAY_TMPDIR") or tempfile.mkdtemp(prefix="reelsense-ray-")
     os.environ["RAY_TMPDIR"] = tmp
     lighten_local_ray()
-    ray.init(
+    _init(
         include_dashboard=False,
         num_cpus=config.ray.num_cpus,
         namespace=config.ray.namespace,
@@ -100,6 +102,33 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
         ray.shutdown()  # a local Ray takes its Serve applications with it
         if "reelsense-ray-" in tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _init(**options: Any) -> None:
+    """``ray.init``, keeping this process's own SIGTERM handler.
+
+    A driver's ``ray.init`` installs a handler that exits with the signal's number wherever
+    the main thread happens to be; a service asked to stop must drain and stop what it started
+    instead (``runtime.stop_signals``). The process's handler is put back, and a SIGTERM that
+    came during the init, which Ray's handler turned into ``SystemExit``, is handed to it: the
+    caller then finds the stop requested (and leaves the half-started Ray to ``ray.shutdown``).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        ray.init(**options)  # Ray sets no handler outside the main thread
+        return
+    own = signal.getsignal(signal.SIGTERM)
+    interrupted = False
+    try:
+        ray.init(**options)
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM or not callable(own):
+            raise
+        interrupted = True
+    finally:
+        if own is not None:  # None: not set from Python, nothing to put back
+            signal.signal(signal.SIGTERM, own)
+    if interrupted:
+        signal.raise_signal(signal.SIGTERM)
 
 
 # -- the stage pools on a cluster ----------------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import threading
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -88,8 +90,12 @@ class ReelsenseService:
             service_topics(config.kafka),
             replication_factor=config.kafka.replication_factor,
         )
+        if self.stopping:  # asked to stop while starting: nothing more is started
+            return
         executor = await asyncio.to_thread(self._build_executor)
         self._executor = executor
+        if self.stopping:
+            return
         processor = VideoProcessor(
             store=self.store,
             executor=executor,
@@ -177,9 +183,13 @@ class ReelsenseService:
         return RayExecutor.connect(self.config)
 
     async def run(self) -> None:
-        """Start (if needed) and serve until ``request_stop()``."""
+        """Start (if needed) and serve until ``request_stop()``; a stop requested while
+        starting ends the start between its steps, and nothing is consumed."""
         if self._consumer is None:
             await self.start()
+        if self.stopping:
+            await self._shutdown()
+            return
         assert self._consumer is not None
         assert self._dispatcher is not None
         assert self.metrics_poller is not None
@@ -200,8 +210,13 @@ class ReelsenseService:
         stop.cancel()
 
     def request_stop(self) -> None:
-        """Safe from a signal handler (call through loop.call_soon_threadsafe elsewhere)."""
+        """Call on the service's loop (``loop.call_soon_threadsafe`` from elsewhere, a signal
+        handler included: see ``runtime.stop_signals``)."""
         self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
 
     async def _shutdown(self) -> None:
         if self._consumer is not None:
@@ -213,7 +228,7 @@ class ReelsenseService:
             # On a cluster the pools stay: they are the cluster's, other processes use them.
             local_ray = self.config.ray.address is None
             if self._deploy and self.config.runtime.executor == "ray" and local_ray:
-                await asyncio.to_thread(_undeploy)
+                await _undeploy_within(_UNDEPLOY_WAIT_S)
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
@@ -221,6 +236,32 @@ class ReelsenseService:
             await self._api.stop()
             self._api = None
         await self.store.close()
+
+
+# Deleting the applications takes a second or two; a Ray whose GCS stopped answering (it was
+# stopped with this process's group) would hold the call until Ray's core worker ends the
+# process 60 s later, with nothing else stopped.
+_UNDEPLOY_WAIT_S = 15.0
+
+
+async def _undeploy_within(timeout_s: float) -> None:
+    """``_undeploy`` on a thread of its own, waited for ``timeout_s`` at most: a daemon
+    thread, so a call Ray never answers does not hold the process's exit either."""
+    finished: Future[None] = Future()
+
+    def undeploy() -> None:
+        try:
+            _undeploy()
+        except Exception as exc:
+            finished.set_exception(exc)
+        else:
+            finished.set_result(None)
+
+    threading.Thread(target=undeploy, name="undeploy", daemon=True).start()
+    try:
+        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(finished)), timeout_s)
+    except TimeoutError:
+        log.warning("Serve did not answer within %.0f s; its applications go with Ray", timeout_s)
 
 
 def _undeploy() -> None:

@@ -89,8 +89,12 @@ async def test_flushall_then_restart(service_run: ServiceRun, flushable_redis: s
     await asyncio.sleep(2)  # the running service meets the empty Redis
     await asyncio.to_thread(service.kill)
     service.start()
+    # Settled may hold already (every video finished before the kill, its record flushed):
+    # the restarted process is up and has read what replays before anything is judged.
+    await service.wait_healthy()
 
     await _wait_settled(store, config, ids, timeout_s=240)
+    assert await run.wait_committed(timeout_s=120), await run.committed_and_end()
     await asyncio.sleep(3)  # deliveries of rebuilt records
     assert await asyncio.to_thread(service.stop) == 0, service.log_tail()
 

@@ -237,8 +237,29 @@ class ApiSettings(BaseSettings):
     # proxy; None: when Ray is local (``ray.address`` unset), where it saves two processes.
     in_service_process: bool | None = None
 
+    def weak_tokens(self) -> list[str]:
+        """What is wrong with the configured tokens, one line per tenant: a tenant without a
+        token would otherwise leave no token at all, and an API without tokens answers anyone;
+        a short or placeholder token can be guessed."""
+        found = []
+        for tenant, secrets in self.tenant_tokens.items():
+            tokens = [secret.get_secret_value() for secret in secrets]
+            if not tokens:
+                found.append(f"api.tenant_tokens: tenant {tenant!r} has no token")
+            elif any(len(token.strip()) < MIN_TOKEN_CHARS for token in tokens):
+                found.append(
+                    f"api.tenant_tokens: a token of tenant {tenant!r} is empty or shorter "
+                    f"than {MIN_TOKEN_CHARS} characters"
+                )
+            elif any(_placeholder(token) for token in tokens):
+                found.append(f"api.tenant_tokens: a token of tenant {tenant!r} is a placeholder")
+        return found
+
     def bearer_tokens(self) -> dict[str, str]:
-        """bearer token -> tenant, as ``api.app.create_app`` takes it."""
+        """bearer token -> tenant, as ``api.app.create_app`` takes it; ``InsecureConfig`` if
+        a tenant's tokens are weak (an empty mapping would turn authentication off)."""
+        if weak := self.weak_tokens():
+            raise InsecureConfig("; ".join(weak))
         mapping: dict[str, str] = {}
         for tenant, secrets in self.tenant_tokens.items():
             for secret in secrets:
@@ -246,6 +267,17 @@ class ApiSettings(BaseSettings):
                 if mapping.setdefault(token, tenant) != tenant:
                     raise ValueError("one API token is configured for two tenants")
         return mapping
+
+
+# A bearer token is a random secret: 32 characters at least (``secrets.token_urlsafe(32)``
+# makes 43), never one of the examples' placeholders.
+MIN_TOKEN_CHARS = 32
+_PLACEHOLDERS = ("change-me", "changeme", "replace-me")
+
+
+def _placeholder(token: str) -> bool:
+    lowered = token.lower()
+    return any(marker in lowered for marker in _PLACEHOLDERS)
 
 
 class BackfillSettings(BaseSettings):
@@ -293,8 +325,8 @@ class ServiceConfig(BaseModel):
     def left_open(self) -> list[tuple[str, bool]]:
         """What this configuration leaves unprotected, each with whether a setting says it is
         meant: an API without tenant tokens answers anyone; webhooks without a secret go out
-        unsigned."""
-        found = []
+        unsigned. Weak tokens (``ApiSettings.weak_tokens``) no setting allows."""
+        found: list[tuple[str, bool]] = [(weak, False) for weak in self.api.weak_tokens()]
         if not self.api.tenant_tokens:
             found.append(
                 (

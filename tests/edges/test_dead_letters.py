@@ -292,13 +292,14 @@ async def test_api_and_cli(setup: Setup, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_replica_config_keeps_secrets() -> None:
     """The API replica is built from JSON: tokens and webhook secrets must arrive intact."""
+    a, b, c = ("a" * 32, "b" * 40, "c" * 43)
     config = ServiceConfig.load(
-        api={"tenant_tokens": {"acme": ["tok-a"], "globex": ["tok-b", "tok-c"]}},
+        api={"tenant_tokens": {"acme": [a], "globex": [b, c]}},
         notify={"webhook_secrets": [webhook_secret()]},
     )
     rebuilt = ServiceConfig.model_validate_json(config.to_replica_json())
     assert rebuilt == config
-    assert rebuilt.api.bearer_tokens() == {"tok-a": "acme", "tok-b": "globex", "tok-c": "globex"}
+    assert rebuilt.api.bearer_tokens() == {a: "acme", b: "globex", c: "globex"}
     WebhookSender(rebuilt.notify)  # decodes every secret
 
 

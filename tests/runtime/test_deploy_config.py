@@ -25,12 +25,15 @@ from runtime.serve_apps import api_app, consumers_app
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 SECTIONS = {name.upper(): field.annotation for name, field in ServiceConfig.model_fields.items()}
+TOKEN_1, TOKEN_2, TOKEN_3 = (f"token-{n}-" + "x" * 32 for n in (1, 2, 3))
 SECRET_VARIABLES = {
     "REELSENSE_REDIS_PASSWORD": "redis-pw",
     "REELSENSE_STORAGE_S3_ACCESS_KEY_ID": "AKIDEXAMPLE",
     "REELSENSE_STORAGE_S3_SECRET_ACCESS_KEY": "s3-secret",
     "REELSENSE_NOTIFY_WEBHOOK_SECRETS": '["whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="]',
-    "REELSENSE_API_TENANT_TOKENS": '{"acme": ["token-1", "token-2"], "globex": ["token-3"]}',
+    "REELSENSE_API_TENANT_TOKENS": json.dumps(
+        {"acme": [TOKEN_1, TOKEN_2], "globex": [TOKEN_3]}
+    ),
 }
 
 
@@ -59,11 +62,7 @@ def test_secrets_come_from_the_environment_past_the_file(monkeypatch: pytest.Mon
     assert config.redis.password == SecretStr("redis-pw")
     assert config.storage.s3_secret_access_key == SecretStr("s3-secret")
     assert len(config.notify.webhook_secrets) == 1
-    assert config.api.bearer_tokens() == {
-        "token-1": "acme",
-        "token-2": "acme",
-        "token-3": "globex",
-    }
+    assert config.api.bearer_tokens() == {TOKEN_1: "acme", TOKEN_2: "acme", TOKEN_3: "globex"}
     shown = repr(config)
     assert not any(secret in shown for secret in ("redis-pw", "s3-secret", "token-1", "whsec_"))
 
@@ -104,9 +103,52 @@ def test_open_settings_start_only_when_meant(
     assert any("insecure by choice: notify.webhook_secrets is empty" in m for m in said), said
 
 
+def _env_example_tokens() -> dict[str, list[str]]:
+    for line in (DEPLOY / "env.example").read_text().splitlines():
+        if line.startswith("REELSENSE_API_TENANT_TOKENS="):
+            tokens: dict[str, list[str]] = json.loads(line.split("=", 1)[1].strip("'"))
+            return tokens
+    raise AssertionError("deploy/env.example names no tenant tokens")
+
+
+@pytest.mark.parametrize(
+    ("tokens", "said"),
+    [
+        ({"acme": []}, "tenant 'acme' has no token"),
+        ({"acme": [TOKEN_1], "globex": []}, "tenant 'globex' has no token"),
+        ({"acme": [""]}, "shorter than 32"),
+        ({"acme": [" " * 40]}, "shorter than 32"),
+        ({"acme": [TOKEN_1, "short-token"]}, "shorter than 32"),
+        ({"acme": ["change-me-" + "x" * 32]}, "placeholder"),
+        (_env_example_tokens(), "tenant .acme."),
+    ],
+)
+def test_weak_tenant_tokens_refuse_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tokens: dict[str, list[str]],
+    said: str,
+) -> None:
+    """A tenant without a token, an empty, blank or short token, or a placeholder: ``serve``
+    exits 2 with ``insecure_config`` (a tenant with no token once turned authentication off
+    for every tenant), and no API is built from such settings."""
+    for name, value in SECRET_VARIABLES.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("REELSENSE_API_TENANT_TOKENS", json.dumps(tokens))
+    monkeypatch.setenv("REELSENSE_API_ALLOW_ANONYMOUS", "true")  # allows no weak token
+    config = ServiceConfig.load(DEPLOY / "config" / "production.yaml")
+    with pytest.raises(InsecureConfig, match=said) as refused:
+        config.refuse_left_open()
+    assert refused.value.code == "insecure_config"
+    with pytest.raises(InsecureConfig):
+        config.api.bearer_tokens()
+    assert cli_main(["serve", "--config", str(DEPLOY / "config" / "production.yaml")]) == 2
+    assert "api.tenant_tokens" in capsys.readouterr().err
+
+
 def test_a_token_shared_by_two_tenants_is_refused() -> None:
     settings = ApiSettings(
-        tenant_tokens={"acme": (SecretStr("same"),), "globex": (SecretStr("same"),)}
+        tenant_tokens={"acme": (SecretStr(TOKEN_1),), "globex": (SecretStr(TOKEN_1),)}
     )
     with pytest.raises(ValueError, match="two tenants"):
         settings.bearer_tokens()

@@ -31,9 +31,7 @@ SECRET_VARIABLES = {
     "REELSENSE_STORAGE_S3_ACCESS_KEY_ID": "AKIDEXAMPLE",
     "REELSENSE_STORAGE_S3_SECRET_ACCESS_KEY": "s3-secret",
     "REELSENSE_NOTIFY_WEBHOOK_SECRETS": '["whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="]',
-    "REELSENSE_API_TENANT_TOKENS": json.dumps(
-        {"acme": [TOKEN_1, TOKEN_2], "globex": [TOKEN_3]}
-    ),
+    "REELSENSE_API_TENANT_TOKENS": json.dumps({"acme": [TOKEN_1, TOKEN_2], "globex": [TOKEN_3]}),
 }
 
 

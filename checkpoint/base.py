@@ -184,6 +184,15 @@ class CheckpointStore(ABC):
         failed after a claim) and returns False, having written nothing. True otherwise."""
 
     @abstractmethod
+    async def give_back(
+        self, owner: VideoRef, epoch: int, *, pipeline_version: str, frames: int
+    ) -> None:
+        """The attempt ``epoch`` claimed an id whose results the sinks hold for another tenant
+        (Redis had lost that video's record): the record goes back to ``owner`` (its tenant
+        and source), done for ``pipeline_version``, and nobody is notified; the refused event
+        leaves nothing of its own on the id."""
+
+    @abstractmethod
     async def get(self, video_id: str) -> VideoStatus | None: ...
 
     @abstractmethod

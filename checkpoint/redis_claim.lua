@@ -7,9 +7,9 @@
 local tenant, uri, version = ARGV[4], ARGV[5], ARGV[6]
 local owner, lease_ms, lost = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local cur = redis.call('HMGET', VKEY, 'status', 'tenant', 'pipeline_version', 'epoch', 'owner',
-  'lease_until')
+  'lease_until', 'attempts')
 local status, old_tenant, old_version = cur[1], cur[2], cur[3]
-local taken = other_tenant(old_tenant, tenant)
+local taken = other_tenant(old_tenant, tenant, status, cur[7])
 if taken then
   return taken
 end

@@ -103,10 +103,16 @@ local function expire_finished(retention_ms)
   end
 end
 
--- A record belongs to the tenant that first named its id: another tenant's event never takes it
--- over. Returns the reply that refuses such an event, or nil.
-local function other_tenant(old_tenant, tenant)
-  if old_tenant and old_tenant ~= tenant then
+-- A record made by an invalid event alone, never claimed (failed, no attempt): it reports the
+-- rejection and owns nothing, so a valid event of any tenant takes the id.
+local function unclaimed_failure(status, attempts)
+  return status == 'failed' and tonumber(attempts) == 0
+end
+
+-- A record belongs to the tenant whose valid event first named its id: another tenant's event
+-- never takes it over. Returns the reply that refuses such an event, or nil.
+local function other_tenant(old_tenant, tenant, status, attempts)
+  if old_tenant and old_tenant ~= tenant and not unclaimed_failure(status, attempts) then
     return {'taken'}
   end
   return nil

@@ -17,7 +17,7 @@ else
   -- An unclaimed failure (an invalid event) only records a video no valid event made known: a
   -- record that is queued, running, done, or failed after a claim belongs to that event's
   -- attempt, and a malformed re-send must neither overwrite it nor send a webhook for it.
-  if status and not (status == 'failed' and tonumber(cur[6]) == 0) then
+  if status and not unclaimed_failure(status, cur[6]) then
     return {'known', status}
   end
   if status == 'failed' and old_version == version and cur[5] == code then

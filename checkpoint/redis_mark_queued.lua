@@ -2,9 +2,9 @@
 -- by ('fresh' | 'bulk'). Returns the record, or {'taken'} when the id is another tenant's
 -- (nothing changes).
 local tenant, uri, version, lane = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local cur = redis.call('HMGET', VKEY, 'status', 'tenant', 'pipeline_version')
+local cur = redis.call('HMGET', VKEY, 'status', 'tenant', 'pipeline_version', 'attempts')
 local status, old_tenant, old_version = cur[1], cur[2], cur[3]
-local taken = other_tenant(old_tenant, tenant)
+local taken = other_tenant(old_tenant, tenant, status, cur[4])
 if taken then
   return taken
 end

@@ -220,6 +220,21 @@ class RedisCheckpointStore(CheckpointStore):
         self._refuse(reply, ref.video_id, epoch)
         return True
 
+    async def give_back(
+        self, owner: VideoRef, epoch: int, *, pipeline_version: str, frames: int
+    ) -> None:
+        reply = await self._run_final(
+            "give_back",
+            owner.video_id,
+            epoch,
+            owner.tenant,
+            owner.uri,
+            pipeline_version,
+            frames,
+            self._retention_ms,
+        )
+        self._refuse(reply, owner.video_id, epoch)
+
     async def _run_final(self, name: str, video_id: str, *args: str | int) -> Any:
         keys = [self.video_key(video_id), self._progress_stream, self._outbox]
         argv = [self._prefix, self._settings.progress_stream_maxlen, video_id, *args]

@@ -31,7 +31,16 @@ from typing import Any
 from checkpoint.base import ProgressEvent, StageProgress, VideoState, VideoStatus
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-SCRIPTS = ("mark_queued", "claim", "renew", "advance", "mark_chunk", "mark_done", "mark_failed")
+SCRIPTS = (
+    "mark_queued",
+    "claim",
+    "renew",
+    "advance",
+    "mark_chunk",
+    "mark_done",
+    "mark_failed",
+    "give_back",
+)
 
 
 def load_script(name: str, *, alone: bool = False) -> str:

@@ -14,6 +14,7 @@ from core.records import VideoRef
 
 # Ids end up in object keys, Redis keys and URLs: keep them to a safe alphabet.
 VIDEO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 URI_SCHEMES = ("file", "s3", "http", "https")
 
 
@@ -25,7 +26,7 @@ class VideoUploaded(BaseModel):
     schema_version: Literal[1] = 1
     video_id: str = Field(pattern=VIDEO_ID_PATTERN.pattern)
     uri: str = Field(min_length=1, max_length=4096)
-    tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    tenant: str = Field(default="default", pattern=TENANT_PATTERN.pattern)
     callback_url: str | None = Field(default=None, max_length=2048)
     metadata: dict[str, Any] = Field(default_factory=dict)
     submitted_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
@@ -80,10 +81,8 @@ def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Vi
         ) from None
     if not isinstance(body, dict):
         raise InvalidEvent("event must be a JSON object", code="event_invalid", video_id=key_id)
-    body_id = body.get("video_id")
-    readable = (
-        body_id if isinstance(body_id, str) and VIDEO_ID_PATTERN.fullmatch(body_id) else key_id
-    )
+    readable = _readable(body.get("video_id"), VIDEO_ID_PATTERN) or key_id
+    tenant = _readable(body.get("tenant"), TENANT_PATTERN)
     try:
         event = VideoUploaded.model_validate(body)
     except ValidationError as exc:
@@ -91,7 +90,9 @@ def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Vi
             f"{'.'.join(str(p) for p in err['loc']) or 'event'}: {err['msg']}"
             for err in exc.errors()
         )
-        raise InvalidEvent(_printable(problems), code="event_invalid", video_id=readable) from None
+        raise InvalidEvent(
+            _printable(problems), code="event_invalid", video_id=readable, tenant=tenant
+        ) from None
     try:
         # Lone surrogates in free-form metadata pass validation but cannot be written out.
         event.to_bytes()
@@ -100,6 +101,7 @@ def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Vi
             f"event cannot be serialized: {_printable(str(exc))}",
             code="event_invalid",
             video_id=readable,
+            tenant=tenant,
         ) from None
     # Compare bytes: a key that is present but not a readable id must not pass either.
     if key is not None and key != event.video_id.encode():
@@ -107,6 +109,7 @@ def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Vi
             f"record key {key[:200]!r} differs from video_id {event.video_id!r}",
             code="event_key_mismatch",
             video_id=event.video_id,
+            tenant=event.tenant,
         )
     return event
 
@@ -118,8 +121,13 @@ def _readable_id(key: bytes | None) -> str | None:
         text = key.decode()
     except UnicodeDecodeError:
         return None
-    # fullmatch: ``$`` in the pattern would also accept a trailing newline.
-    return text if VIDEO_ID_PATTERN.fullmatch(text) else None
+    return _readable(text, VIDEO_ID_PATTERN)
+
+
+def _readable(value: object, pattern: re.Pattern[str]) -> str | None:
+    """A body's field as it may be shown and keyed on, or None. (``fullmatch``: ``$`` in a
+    pattern would also accept a trailing newline.)"""
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
 
 
 def _no_constant(name: str) -> Any:

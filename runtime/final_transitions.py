@@ -60,6 +60,20 @@ class FinalTransitions:
             outbox=self._outbox("video.done", ref, {"frames": count}),
         )
 
+    async def give_back(self, ref: VideoRef, epoch: int, earlier: EarlierResult) -> None:
+        """The sinks hold the id as another tenant's video, whose record Redis lost: the
+        record goes back to that tenant as the sinks hold it (``CheckpointStore.give_back``),
+        so the refused event leaves nothing of its own."""
+        log.warning(
+            "video %s: the sinks hold it for another tenant; refusing tenant %s's event",
+            ref.video_id,
+            ref.tenant,
+        )
+        owner = VideoRef(ref.video_id, earlier.uri, tenant=earlier.tenant)
+        await self._store.give_back(
+            owner, epoch, pipeline_version=earlier.pipeline_version, frames=earlier.frame_count
+        )
+
     async def finish(
         self, run: VideoRun, video: LocalVideo, chunks: list[Chunk], speech: Speech | None
     ) -> None:

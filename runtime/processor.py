@@ -144,6 +144,8 @@ class VideoProcessor:
                         refused = exc
                 if isinstance(refused, StaleEpoch):
                     raise Superseded(claim.epoch)
+                if isinstance(refused, VideoIdTaken):  # the record is its owner's again
+                    raise refused
                 if refused is not None:
                     await self._transitions.fail(ref, claim.epoch, refused, stage=refused.stage)
                     return "failed"
@@ -211,6 +213,7 @@ class VideoProcessor:
         earlier = await self._executor.earlier(ref.video_id)
         if earlier is not None and earlier.tenant not in ("", ref.tenant):
             # Redis lost the record, but the sinks know the id as another tenant's video.
+            await self._transitions.give_back(ref, epoch, earlier)
             raise VideoIdTaken(f"video id {ref.video_id!r} belongs to another tenant")
         if (
             fresh

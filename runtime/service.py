@@ -310,5 +310,6 @@ class _Handler:
         # The consumer has logged it at WARNING already: one line per invalid event.
         log.debug("invalid event at %s: %s: %s", record, error.code, error)
         if error.video_id is not None:
-            ref = VideoRef(video_id=error.video_id, uri="", lane=record.lane)
+            tenant = error.tenant or VideoRef.tenant
+            ref = VideoRef(video_id=error.video_id, uri="", tenant=tenant, lane=record.lane)
             await self._processor.reject(ref, error)

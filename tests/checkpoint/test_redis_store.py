@@ -621,6 +621,48 @@ async def test_an_id_belongs_to_the_tenant_that_named_it_first(cp: Ctx) -> None:
     assert (await cp.store.claim(ref("v1", tenant="acme"), V2)).epoch == epoch + 1
 
 
+async def test_an_invalid_event_alone_takes_no_id_from_any_tenant(cp: Ctx) -> None:
+    """A record made by an invalid event (failed, never claimed) reports the rejection and
+    owns nothing: the valid event that follows, of whichever tenant, claims the id and the
+    record moves to that tenant's lists. Once claimed, the id is that tenant's."""
+    await cp.store.mark_failed(
+        ref("fresh", tenant="default"),
+        None,
+        code="event_invalid",
+        message="no uri",
+        pipeline_version=V1,
+        stage="validate",
+        outbox=None,
+    )
+    valid = ref("fresh", tenant="acme")
+    assert (await cp.store.mark_queued(valid, V1)).tenant == "acme"
+    claim = await cp.store.claim(valid, V1)
+    assert not claim.skip
+    assert (claim.status.status, claim.status.tenant) == (VideoState.RUNNING, "acme")
+    assert await cp.raw.zscore(cp.key("idx:tenant:default"), "fresh") is None
+    assert await cp.raw.zscore(cp.key("idx:tenant:acme"), "fresh") is not None
+    with pytest.raises(VideoIdTaken):
+        await cp.store.claim(ref("fresh", tenant="globex"), V1)
+
+
+async def test_a_claim_on_another_tenants_lost_video_gives_the_record_back(cp: Ctx) -> None:
+    """``give_back``: the attempt that claimed the id hands the record to the tenant the sinks
+    hold it for, done for their version, with nothing of its own and no outbox entry."""
+    claim = await cp.store.claim(ref("lost", tenant="globex"), V2)
+    outbox = await cp.raw.xlen(cp.key("outbox"))
+    owner = VideoRef("lost", "s3://uploads/acme/lost.mp4", tenant="acme")
+    await cp.store.give_back(owner, claim.epoch, pipeline_version=V1, frames=7)
+    record = await cp.store.get("lost")
+    assert record is not None
+    assert (record.status, record.tenant, record.uri) == (VideoState.DONE, "acme", owner.uri)
+    assert (record.pipeline_version, record.frames) == (V1, 7)
+    assert await cp.raw.xlen(cp.key("outbox")) == outbox
+    assert await cp.raw.zscore(cp.key("idx:tenant:globex"), "lost") is None
+    assert await cp.raw.zscore(cp.key("idx:tenant:acme:status:done"), "lost") is not None
+    with pytest.raises(StaleEpoch):  # only the attempt holding the record gives it back
+        await cp.store.give_back(owner, claim.epoch - 1, pipeline_version=V1, frames=7)
+
+
 async def test_a_live_lease_keeps_the_video_from_another_owner(cp: Ctx) -> None:
     """A claim takes over only its own owner's attempt or one whose lease lapsed or was let
     go: a member expelled from the group while its attempt runs never loses it to the

@@ -59,6 +59,17 @@ def test_invalid_events_carry_a_reason_and_the_readable_id(
     assert error.video_id == video_id
 
 
+def test_invalid_events_carry_the_tenant_their_body_names() -> None:
+    """So a rejection is shown to the tenant that sent it, and only a tenant a valid event
+    could name is taken from the body."""
+    assert _invalid(b"v-1", _event(uri="ftp://x/y", tenant="acme")).tenant == "acme"
+    assert _invalid(b"v-2", _event(tenant="acme")).tenant == "acme"  # key mismatch
+    assert _invalid(b"v-1", _event(uri="ftp://x/y")).tenant is None
+    assert _invalid(b"v-1", _event(uri="ftp://x/y", tenant="no such tenant!")).tenant is None
+    assert _invalid(b"v-1", _event(uri="ftp://x/y", tenant="acme\n")).tenant is None
+    assert _invalid(b"v-1", b"not json").tenant is None
+
+
 def test_an_oversized_event_is_refused_before_parsing() -> None:
     error = _invalid(b"v-1", b"{" + b" " * 2000 + b"}", max_bytes=1024)
     assert (error.code, error.video_id) == ("event_too_large", "v-1")

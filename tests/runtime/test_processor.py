@@ -19,8 +19,11 @@ from pydantic import SecretStr
 
 from checkpoint.base import OutboxEvent, VideoState, VideoStatus
 from checkpoint.chunk_store import ChunkStore
-from checkpoint.errors import StaleEpoch
+from checkpoint.errors import StaleEpoch, VideoIdTaken
 from checkpoint.redis_store import RedisCheckpointStore
+from consumers.base import RecordInfo
+from consumers.errors import InvalidEvent
+from consumers.events import parse_event
 from core.config import ServiceConfig, StorageSettings
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
 from core.speech import SpeechEnd, SpeechPart
@@ -34,6 +37,7 @@ from runtime.lease import holding
 from runtime.local_executor import LocalExecutor
 from runtime.messages import DONE_TEXT_CHARS, done_message_data
 from runtime.processor import VideoProcessor
+from runtime.service import _Handler
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import document_key
 from stages.pipeline import Pipeline
@@ -273,18 +277,30 @@ async def test_a_lost_record_is_rebuilt_from_the_sinks(
 async def test_a_lost_record_is_rebuilt_only_for_its_own_tenant_and_source(
     root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
 ) -> None:
-    """Redis lost the record: another tenant's event for the id fails as video_id_taken (the
-    sinks keep the first tenant's result), and the same id with another source is computed
-    afresh rather than rebuilt from the old source's result."""
+    """Redis lost the record: another tenant's event for the id is refused as video_id_taken
+    and leaves nothing of its own: the record goes back to the first tenant as the sinks hold
+    it (done, its frames, its source), nobody is told of a failure. The same id with another
+    source is computed afresh rather than rebuilt from the old source's result."""
     path = write_video(root / "owned.mp4", [Scene(("MINE",), 1.5)], fps=10, size=(320, 240))
     work = processor(config, executor, store)
     await work.process(VideoRef("owned", path.as_uri(), tenant="acme"))
+    done = await store.get("owned")
+    assert done is not None
     await store._redis.delete(store.video_key("owned"))
+    outbox_before = await store._redis.xlen(store._outbox)
 
-    await work.process(VideoRef("owned", path.as_uri(), tenant="globex"))
-    taken = await store.get("owned")
-    assert taken is not None
-    assert (taken.status, taken.error_code) == (VideoState.FAILED, "video_id_taken")
+    with pytest.raises(VideoIdTaken):
+        await work.process(VideoRef("owned", path.as_uri(), tenant="globex"))
+    back = await store.get("owned")
+    assert back is not None
+    assert (back.status, back.tenant, back.uri) == (VideoState.DONE, "acme", path.as_uri())
+    assert (back.pipeline_version, back.frames) == (done.pipeline_version, done.frames)
+    assert back.error_code is None
+    assert await store._redis.xlen(store._outbox) == outbox_before  # no failure announced
+    acme, _ = await store.list(tenant="acme")
+    assert "owned" in [status.video_id for status in acme]
+    globex, _ = await store.list(tenant="globex")
+    assert "owned" not in [status.video_id for status in globex]
     await store._redis.delete(store.video_key("owned"))
 
     other = write_video(root / "other.mp4", [Scene(("OTHER",), 1.5)], fps=10, size=(320, 240))
@@ -293,6 +309,39 @@ async def test_a_lost_record_is_rebuilt_only_for_its_own_tenant_and_source(
     assert again is not None
     assert again.status is VideoState.DONE
     assert again.chunks_processed == 2  # computed, not rebuilt
+
+
+@pytest.mark.parametrize("named", ["acme", None])
+async def test_an_invalid_event_takes_no_id_from_the_valid_one_after_it(
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    store: RedisCheckpointStore,
+    named: str | None,
+) -> None:
+    """A malformed event for a new id is shown as failed (under the tenant its body names,
+    else the default one); the tenant's corrected event then claims the id and is done,
+    instead of being dead-lettered as video_id_taken."""
+    video_id = f"fresh-{named}"
+    path = write_video(root / f"{video_id}.mp4", [Scene(("OK",), 1.0)], fps=10, size=(320, 240))
+    handler = _Handler(processor(config, executor, store))
+    record = RecordInfo("uploads", 0, 0, video_id.encode(), 0)
+    malformed = {"video_id": video_id, **({"tenant": named} if named else {})}
+    with pytest.raises(InvalidEvent) as invalid:
+        parse_event(video_id.encode(), json.dumps(malformed).encode(), max_bytes=65536)
+    await handler.reject(invalid.value, record)
+    rejected = await store.get(video_id)
+    assert rejected is not None
+    assert (rejected.status, rejected.error_code) == (VideoState.FAILED, "event_invalid")
+    assert rejected.tenant == (named or "default")
+
+    valid = {"video_id": video_id, "uri": path.as_uri(), "tenant": "acme"}
+    await handler.handle(
+        parse_event(video_id.encode(), json.dumps(valid).encode(), max_bytes=65536), record
+    )
+    done = await store.get(video_id)
+    assert done is not None
+    assert (done.status, done.tenant, done.error_code) == (VideoState.DONE, "acme", None)
 
 
 def with_stages(config: ServiceConfig, **changes: object) -> ServiceConfig:

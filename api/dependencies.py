@@ -17,6 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.base import DeadLetterFn, ReplayFn, SearchFn
 from api.errors import ApiError
 from api.limits import RateLimit
+from api.models import shown
 from api.progress_hub import ProgressHub
 from checkpoint.base import CheckpointStore, VideoStatus
 from storage.base import ObjectStore
@@ -95,7 +96,7 @@ async def visible_video(
     # Another tenant's video answers exactly like a missing one: ids must not leak.
     if status is None or (caller is not None and status.tenant != caller):
         raise ApiError(404, "not_found", f"no video {video_id!r}")
-    return status
+    return shown(status)
 
 
 Video = Annotated[VideoStatus, Depends(visible_video)]

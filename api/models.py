@@ -13,6 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from checkpoint.base import VideoState, VideoStatus
 from core.description import ShotDescription
+from core.urls import redact_url
+
+
+def shown(status: VideoStatus) -> VideoStatus:
+    """A video's status as the API shows it: its source URI with the userinfo and query
+    hidden (``core.urls.redact_url``), so neither a password nor a presigned signature leaves
+    the service in a status, a list or an event stream."""
+    return status.model_copy(update={"uri": redact_url(status.uri)}) if status.uri else status
 
 
 class ErrorDetail(BaseModel):

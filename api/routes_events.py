@@ -9,7 +9,13 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from api.dependencies import ApiContext, Caller, Context, Video, scope_tenant
 from api.metrics import API_STREAMS
-from api.models import EVENT_STREAM_OPENAPI, STREAM_ERROR_RESPONSES, ErrorDetail, ProgressUpdate
+from api.models import (
+    EVENT_STREAM_OPENAPI,
+    STREAM_ERROR_RESPONSES,
+    ErrorDetail,
+    ProgressUpdate,
+    shown,
+)
 from checkpoint.base import CheckpointStore, ProgressEvent, VideoState, VideoStatus
 from core.errors import ReelsenseError
 
@@ -124,4 +130,4 @@ async def _finished(store: CheckpointStore, video: VideoStatus | None) -> VideoS
 
 
 def _status_event(status: VideoStatus) -> ServerSentEvent:
-    return ServerSentEvent(event="status", data=status)
+    return ServerSentEvent(event="status", data=shown(status))

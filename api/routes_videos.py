@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.dependencies import Caller, Context, Video, scope_tenant
-from api.models import ERROR_RESPONSES, ErrorBody, VideoPage
+from api.models import ERROR_RESPONSES, ErrorBody, VideoPage, shown
 from checkpoint.base import VideoState, VideoStatus
 
 
@@ -43,6 +43,6 @@ def video_routes(max_page: int) -> APIRouter:
         items, next_cursor = await context.store.list(
             status=status, tenant=scope_tenant(caller, tenant), limit=limit, cursor=cursor
         )
-        return VideoPage(items=items, next_cursor=next_cursor)
+        return VideoPage(items=[shown(item) for item in items], next_cursor=next_cursor)
 
     return router

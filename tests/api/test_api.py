@@ -603,6 +603,40 @@ async def test_stream_of_a_finished_video_ends_at_once(
     assert missing.json()["error"]["code"] == "not_found"
 
 
+SIGNED = (
+    "https://uploader:hunter2@media.example/v/leak.mp4?X-Amz-Signature=abc123&X-Amz-Credential=AKIA"
+)
+
+
+async def test_statuses_show_the_source_without_its_secrets(
+    store: RedisCheckpointStore, serve: Serve
+) -> None:
+    """A presigned or password-carrying source URI is shown as the result shows it, in a
+    video's status, a page of videos and the stream's status events: no userinfo, no query."""
+    ref = VideoRef("leak", SIGNED, "acme")
+    claim = await store.claim(ref, PIPELINE)
+    await finish(store, "leak", claim.epoch, "acme")
+    base = await serve(create_app(store, tokens={}))
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        one = await client.get("/v1/videos/leak")
+        page = await client.get("/v1/videos")
+        async with client.stream("GET", "/v1/videos/leak/events") as response:
+            reader = EventReader(response)
+            events = await reader.rest()
+            await reader.close()
+    shown = "https://***@media.example/v/leak.mp4?***"
+    assert one.json()["uri"] == shown
+    assert [item["uri"] for item in page.json()["items"]] == [shown]
+    assert [(e.data or {}).get("uri") for e in events] == [shown]
+    for body in (one.text, page.text, json.dumps([e.data for e in events])):
+        assert "hunter2" not in body
+        assert "abc123" not in body
+        assert "AKIA" not in body
+    raw = await store.get("leak")
+    assert raw is not None
+    assert raw.uri == SIGNED  # the service itself still reads the source it was given
+
+
 async def test_event_stream_shows_only_the_callers_tenant(
     store: RedisCheckpointStore, serve: Serve
 ) -> None:

@@ -59,6 +59,7 @@ class ConsumerCounts:
     records_invalid: int = 0
     records_done: int = 0
     dead_lettered: int = 0
+    dead_letters_lost: int = 0
     handler_failures: int = 0
     pauses: int = 0
     commits: int = 0
@@ -74,6 +75,8 @@ class ConsumerStats:
     records_invalid: int  # of which were not valid upload events
     records_done: int  # records whose effects are durable (offset may move past them)
     dead_lettered: int  # invalid records published to the dead-letter topic
+    dead_letters_lost: int  # invalid records the broker took in no form (even without value
+    # and headers): logged as errors, their offsets moved on
     handler_failures: int  # handle/reject/dead-letter calls that raised and were retried
     in_flight: int  # records being handled now
     paused_partitions: int  # partitions paused because in_flight reached max_in_flight

@@ -8,6 +8,7 @@ big-endian signed integers. ``reelsense-reason-code`` carries the stable reason 
 from __future__ import annotations
 
 import asyncio
+import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,8 +32,12 @@ EXCEPTION_FQCN = "kafka_dlt-exception-fqcn"
 EXCEPTION_MESSAGE = "kafka_dlt-exception-message"
 REASON_CODE = "reelsense-reason-code"
 VALUE_DROPPED = "reelsense-value-dropped"  # set when the broker refused the original value
+# Set when the broker refused the original headers too: JSON ``[[name, bytes], ...]`` of them.
+HEADERS_DROPPED = "reelsense-headers-dropped"
+TOO_LARGE = "kafka_message_size_too_large"
 
 _MESSAGE_LIMIT = 4096  # characters of the exception message kept in the header
+_DROPPED_NAMES_LIMIT = 100  # dropped headers named in HEADERS_DROPPED (the count is all of them)
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
 Headers = Sequence[tuple[str, bytes]]
@@ -51,6 +56,7 @@ class DeadLetterHeaders:
     reason_code: str
     consumer_group: str | None = None
     value_dropped: str | None = None
+    headers_dropped: str | None = None  # JSON: how many original headers, their names and sizes
 
     @classmethod
     def from_headers(cls, headers: Headers) -> DeadLetterHeaders:
@@ -74,6 +80,7 @@ class DeadLetterHeaders:
             reason_code=text(REASON_CODE),
             consumer_group=optional(ORIGINAL_CONSUMER_GROUP),
             value_dropped=optional(VALUE_DROPPED),
+            headers_dropped=optional(HEADERS_DROPPED),
         )
 
 
@@ -96,6 +103,31 @@ def dead_letter_headers(
     if group_id:
         headers.append((ORIGINAL_CONSUMER_GROUP, group_id.encode()))
     return headers
+
+
+class DeadLetterTooLarge(PermanentError):
+    """The broker refused even the smallest form of a dead letter (its key alone is too
+    large): retrying cannot help, and the record's offset must still move."""
+
+    code = TOO_LARGE
+
+
+def _smaller_forms(
+    value: bytes | None, original: Headers, own: list[tuple[str, bytes]]
+) -> list[tuple[bytes | None, list[tuple[str, bytes]]]]:
+    """What to publish, largest first: the record as it came; without its value; without its
+    original headers too (their names and sizes kept), so a record whose headers alone pass
+    the broker's limit still leaves its where and why."""
+    forms: list[tuple[bytes | None, list[tuple[str, bytes]]]] = [(value, [*original, *own])]
+    dropped = [(VALUE_DROPPED, TOO_LARGE.encode())]
+    if value is not None:
+        forms.append((None, [*original, *own, *dropped]))
+    if original:
+        sizes = [[name, len(data)] for name, data in original]
+        summary = {"count": len(sizes), "headers": sizes[:_DROPPED_NAMES_LIMIT]}
+        dropped.append((HEADERS_DROPPED, json.dumps(summary).encode()))
+        forms.append((None, [*own, *dropped]))
+    return forms
 
 
 class DeadLetterPublisher:
@@ -126,7 +158,7 @@ class DeadLetterPublisher:
             enable_idempotence=False,
             request_timeout_ms=self._settings.request_timeout_ms,
             # An invalid record may be far larger than a valid event; the broker decides.
-            max_request_size=16 * 1024 * 1024,
+            max_request_size=self._settings.max_request_bytes,
             linger_ms=0,
         )
         try:
@@ -157,19 +189,21 @@ class DeadLetterPublisher:
         ``PermanentError``; nothing is known to be published then."""
         if self._producer is None:
             await self.start()
-        headers = [
-            *original_headers,
-            *dead_letter_headers(
-                record, error, group_id=self._settings.group_id, timestamp_type=timestamp_type
-            ),
-        ]
-        try:
-            await self._send(record.key, value, headers)
-        except PermanentError as exc:
-            if exc.code != "kafka_message_size_too_large" or value is None:
-                raise
-            # Keep the where and why even when the broker will not take the bytes.
-            await self._send(record.key, None, [*headers, (VALUE_DROPPED, exc.code.encode())])
+        own = dead_letter_headers(
+            record, error, group_id=self._settings.group_id, timestamp_type=timestamp_type
+        )
+        refused: PermanentError | None = None
+        for form_value, headers in _smaller_forms(value, original_headers, own):
+            try:
+                await self._send(record.key, form_value, headers)
+            except PermanentError as exc:
+                if exc.code != TOO_LARGE:
+                    raise
+                refused = exc  # the where and why are kept: try a smaller form
+            else:
+                return
+        assert refused is not None
+        raise DeadLetterTooLarge(f"{record}: {refused}") from refused
 
     async def _send(self, key: bytes | None, value: bytes | None, headers: Headers) -> None:
         assert self._producer is not None

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from aiokafka import ConsumerRecord
 
 from consumers.base import ConsumerCounts, RecordInfo, VideoHandler
-from consumers.dead_letter import DeadLetterPublisher
+from consumers.dead_letter import DeadLetterPublisher, DeadLetterTooLarge
 from consumers.errors import InvalidEvent
 from consumers.events import VideoUploaded
 from consumers.video_locks import VideoLocks
@@ -55,6 +55,10 @@ class RecordDelivery:
         # must not hold the partition, so the event goes to the dead letter without it.
         self._reject_retry = dataclasses.replace(self._record_retry, never=(PermanentError,))
         self._handle_retry = dataclasses.replace(self._record_retry, never=(InvalidEvent,))
+        # A dead letter the broker refuses in every form would hold the partition for ever.
+        self._dead_letter_retry = dataclasses.replace(
+            self._record_retry, never=(DeadLetterTooLarge,)
+        )
 
     async def handle(
         self, event: VideoUploaded, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
@@ -87,18 +91,24 @@ class RecordDelivery:
                 await self._retry(reject, "reject", info, self._reject_retry)
         except PermanentError as refused:
             log.error("reject of %s refused (%s): %s", info, refused.code, refused)
-        await self._retry(
-            lambda: self._dead_letters.publish(
+        try:
+            await self._retry(
+                lambda: self._dead_letters.publish(
+                    info,
+                    record.value,
+                    error,
+                    original_headers=record.headers,
+                    timestamp_type=record.timestamp_type,
+                ),
+                "dead-letter",
                 info,
-                record.value,
-                error,
-                original_headers=record.headers,
-                timestamp_type=record.timestamp_type,
-            ),
-            "dead-letter",
-            info,
-        )
-        self._counts.dead_lettered += 1
+                self._dead_letter_retry,
+            )
+        except DeadLetterTooLarge as lost:  # its failed status (where readable) remains
+            log.error("no dead letter for %s (%s): %s", info, lost.code, lost)
+            self._counts.dead_letters_lost += 1
+        else:
+            self._counts.dead_lettered += 1
 
     async def _retry(
         self,

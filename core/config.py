@@ -75,6 +75,10 @@ class KafkaSettings(BaseSettings):
     # meanwhile may wait that long to be seen (aiokafka's default is 500).
     fetch_max_wait_ms: int = Field(default=100, ge=0)
     request_timeout_ms: int = 30_000  # broker requests, dead-letter acks included
+    # The largest dead letter this service produces: the broker's
+    # ``message.max.bytes`` (Kafka's default is about 1 MiB) or below, so a dead letter too
+    # large for the broker is known as such and sent in a smaller form (consumers.dead_letter).
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     commit_timeout_s: float = 10.0  # one commit (periodic, on revoke, on shutdown) at most
     shutdown_timeout_s: float = 30.0  # in-flight videos get this long to finish on stop
     retry_initial_s: float = Field(default=0.5, gt=0)  # first backoff after a handler failure

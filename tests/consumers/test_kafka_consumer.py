@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -147,6 +148,43 @@ async def test_invalid_events_go_to_the_dead_letter_topic_and_are_rejected(
         assert letter.original_topic == settings.topic
         assert letter.exception_fqcn == "consumers.errors.InvalidEvent"
         assert dict(record.headers)["origin"] == b"uploader"
+
+
+async def test_a_dead_letter_too_large_for_the_broker_never_holds_its_partition(
+    kafka_bootstrap: str, unique: str
+) -> None:
+    """A record whose headers alone pass the producer's limit goes to the dead-letter topic
+    without its value and its headers (their names and sizes kept); one whose key alone does
+    is logged and counted as lost. Either way the offset moves on: the partition is not held."""
+    limit = 64 * 1024
+    settings = kafka_settings(kafka_bootstrap, unique, max_request_bytes=limit)
+    await _topic(settings, 1)
+    heavy = [(f"h{i}", b"x" * 2048) for i in range(100)]  # 200 KiB of headers
+    await produce(kafka_bootstrap, settings.topic, [(b"heavy", b"{not json")], headers=heavy)
+    await produce(kafka_bootstrap, settings.topic, [(b"k" * (2 * limit), b"{not json")])
+    await produce_videos(kafka_bootstrap, settings.topic, ["after"])
+    handler = RecordingHandler()
+
+    async with running(settings, handler) as consumer:
+        await wait_until(lambda: handler.handled_ids == ["after"])
+        committed, ends = await wait_committed(
+            kafka_bootstrap, settings.group_id, settings.topic, 1
+        )
+        stats = consumer.stats()
+
+    assert committed == ends == {0: 3}
+    assert (stats.dead_lettered, stats.dead_letters_lost) == (1, 1)
+    [letter] = await read_records(kafka_bootstrap, settings.dead_letter_topic, 1)
+    published: Any = letter
+    assert (published.key, published.value) == (b"heavy", None)
+    found = DeadLetterHeaders.from_headers(published.headers)
+    assert (found.original_offset, found.reason_code) == (0, "event_not_json")
+    assert found.value_dropped == "kafka_message_size_too_large"
+    assert found.headers_dropped is not None
+    dropped = json.loads(found.headers_dropped)
+    assert dropped["count"] == 100
+    assert dropped["headers"][:2] == [["h0", 2048], ["h1", 2048]]
+    assert not any(name.startswith("h") and name[1:].isdigit() for name, _ in published.headers)
 
 
 async def test_a_stuck_record_holds_back_only_its_own_partition(

@@ -74,15 +74,16 @@ def _key_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "video"
 
 
-def upload(source: str, video_id: str, storage: StorageSettings) -> str:
-    """The local file ``source`` into the object store at ``uploads/<video_id>/<name>``; its
-    URI. One key per video id: submitting the same id again replaces the object."""
+def upload(source: str, video_id: str, tenant: str, storage: StorageSettings) -> str:
+    """The local file ``source`` into the object store at ``uploads/<tenant>/<video_id>/<name>``
+    (a folder per tenant, as ``limits.s3_sources`` may allow with ``{tenant}``); its URI. One
+    key per video id: submitting the same id again replaces the object."""
     path = Path(source)
     if "://" in source:
         raise SubmitFailed(f"--upload takes a local file, not {source!r}", 2)
     if not path.is_file():
         raise SubmitFailed(f"{source}: no such file", 2)
-    key = f"uploads/{_key_part(video_id)}/{_key_part(path.name)}"
+    key = f"uploads/{_key_part(tenant)}/{_key_part(video_id)}/{_key_part(path.name)}"
     try:
         store = object_store_from_uri(storage.object_store_uri, storage)
         try:
@@ -110,7 +111,7 @@ async def submit(args: argparse.Namespace) -> str:
     except ValidationError as exc:
         raise SubmitFailed(f"not a valid event: {exc}", 2) from exc
     if args.upload:
-        uploaded = await asyncio.to_thread(upload, source, video_id, config.storage)
+        uploaded = await asyncio.to_thread(upload, source, video_id, event.tenant, config.storage)
         event = event.model_copy(update={"uri": uploaded})
     bootstrap = args.bootstrap or (config.kafka.bootstrap if args.config else None)
     bootstrap = bootstrap or endpoint(args, "bootstrap")

@@ -42,7 +42,8 @@ class LimitSettings(BaseSettings):
     allow_private: bool = False
     max_redirects: int = Field(default=5, ge=0)
     # s3:// sources a tenant may name, as "bucket/prefix" (the service's own credentials read
-    # them); the key "*" applies to every tenant. Empty: no s3:// source is fetched.
+    # them); the key "*" applies to every tenant, and "{tenant}" in a prefix stands for the
+    # video's tenant ("*": ["uploads/{tenant}/"]: a folder each). Empty: no s3:// source.
     s3_sources: dict[str, tuple[str, ...]] = {}
 
 

@@ -18,7 +18,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -286,10 +286,14 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         shown = redact_url(uri)
         if not bucket or not key:
             raise FetchRefused(f"{shown}: expected s3://bucket/key", code="fetch_refused")
-        allowed = self._limits.s3_sources
-        prefixes = (*allowed.get(tenant, ()), *allowed.get("*", ()))
-        # A bare bucket name is the whole bucket, never another bucket that starts with it.
-        prefixes = tuple(p if "/" in p else f"{p}/" for p in prefixes)
+        if not _plain_key(key):
+            # S3 keys are literal, but a path through "." or ".." may be read as another one
+            # on the way (``acme/../globex/x``): such a key is never fetched.
+            raise FetchRefused(
+                f"{shown}: a key with an empty, '.' or '..' segment is not fetched",
+                code="fetch_refused",
+            )
+        prefixes = s3_prefixes(self._limits.s3_sources, tenant)
         if not any(f"{bucket}/{key}".startswith(prefix) for prefix in prefixes):
             raise FetchRefused(
                 f"{shown} is outside the s3 sources tenant {tenant!r} may read (limits.s3_sources)",
@@ -310,6 +314,20 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
         if self._storage.s3_endpoint_url is not None:
             limits = limits.model_copy(update={"allow_private": True, "max_redirects": 0})
         download(url, dest, limits, name=shown, deadline=deadline)
+
+
+def s3_prefixes(sources: Mapping[str, Sequence[str]], tenant: str) -> tuple[str, ...]:
+    """The ``bucket/prefix`` entries of ``limits.s3_sources`` that ``tenant`` may read: its
+    own and those of ``"*"``, with ``{tenant}`` in an entry standing for the tenant's name (so
+    ``"*": ["uploads/{tenant}/"]`` gives each tenant its own folder). A bare bucket name is the
+    whole bucket, never another bucket whose name starts with it."""
+    entries = (*sources.get(tenant, ()), *sources.get("*", ()))
+    expanded = (entry.replace("{tenant}", tenant) for entry in entries)
+    return tuple(entry if "/" in entry else f"{entry}/" for entry in expanded)
+
+
+def _plain_key(key: str) -> bool:
+    return all(part not in ("", ".", "..") for part in key.split("/"))
 
 
 def _secret(value: Any) -> str | None:

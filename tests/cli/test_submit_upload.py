@@ -123,8 +123,10 @@ def test_upload_to_s3_publishes_the_objects_uri(
     key, event = the_event(kafka_bootstrap, topic)
     assert key == b"clip-1"
     assert (event.video_id, event.tenant) == ("clip-1", "acme")
-    assert event.uri == f"s3://{bucket}/objects/uploads/clip-1/my_clip_1.mp4"
-    stored = s3(s3_endpoint).get_object(Bucket=bucket, Key="objects/uploads/clip-1/my_clip_1.mp4")
+    assert event.uri == f"s3://{bucket}/objects/uploads/acme/clip-1/my_clip_1.mp4"
+    stored = s3(s3_endpoint).get_object(
+        Bucket=bucket, Key="objects/uploads/acme/clip-1/my_clip_1.mp4"
+    )
     assert stored["ContentType"] == "video/mp4"
     assert stored["Body"].read() == video.read_bytes()
 
@@ -142,7 +144,7 @@ def test_upload_to_a_folder_publishes_a_file_uri(
     video_id = capsys.readouterr().out.strip()
     assert video_id.startswith("short_clip_2-")  # from the file's name, made a valid id
     _, event = the_event(kafka_bootstrap, topic)
-    stored = objects / "uploads" / video_id / "short_clip_2.webm"
+    stored = objects / "uploads" / "default" / video_id / "short_clip_2.webm"
     assert event.video_id == video_id
     assert event.uri == stored.resolve().as_uri()
     assert stored.read_bytes() == video.read_bytes()

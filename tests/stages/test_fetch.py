@@ -34,7 +34,7 @@ from cryptography.x509.oid import NameOID
 from pydantic import SecretStr
 
 from core import netguard, pinning
-from core.config import LimitSettings, StorageSettings
+from core.config import LimitSettings, ServiceConfig, StorageSettings
 from core.errors import PermanentError
 from core.records import VideoRef
 from stages.download import download
@@ -233,9 +233,11 @@ def make_stage(
     return stage
 
 
-def fetch_error(stage: FetchProbeStage, uri: str) -> PermanentError | FetchFailed:
+def fetch_error(
+    stage: FetchProbeStage, uri: str, *, tenant: str = "default"
+) -> PermanentError | FetchFailed:
     with pytest.raises((PermanentError, FetchFailed)) as caught:
-        stage.open(VideoRef("v1", uri))
+        stage.open(VideoRef("v1", uri, tenant=tenant))
     error = caught.value
     assert isinstance(error, PermanentError | FetchFailed)
     return error
@@ -446,6 +448,34 @@ def test_s3_sources_are_allowed_per_tenant(
     assert shared.code == "source_not_found"
     nothing = make_stage(tmp_path, storage=storage)  # no s3_sources: no s3:// source at all
     assert fetch_error(nothing, f"s3://{bucket}/in/clip.mp4").code == "fetch_refused"
+
+
+def test_s3_sources_give_each_tenant_its_own_folder(
+    tmp_path: Path, s3_endpoint: str, bucket: str, connections: list[str]
+) -> None:
+    """``{tenant}`` in an entry is the video's tenant: acme reads acme/, never globex/ (the
+    shipped production config); a key through "." or ".." is refused whatever it names, before
+    the prefix is checked and before any request."""
+    storage = StorageSettings(s3_endpoint_url=s3_endpoint)
+    stage = make_stage(tmp_path, storage=storage, s3_sources={"*": (f"{bucket}/{{tenant}}/",)})
+    assert fetch_error(stage, f"s3://{bucket}/acme/none.mp4", tenant="acme").code == (
+        "source_not_found"  # allowed: fetched, and not there
+    )
+    before = len(connections)
+    for key in (
+        "globex/clip.mp4",  # another tenant's folder
+        "acme/../globex/clip.mp4",  # out of its folder by ".."
+        "acme/./clip.mp4",
+        "acme//clip.mp4",
+        "acmex/clip.mp4",  # a folder whose name starts with the tenant's
+    ):
+        refused = fetch_error(stage, f"s3://{bucket}/{key}", tenant="acme")
+        assert refused.code == "fetch_refused", key
+    assert len(connections) == before
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    production = ServiceConfig.load(deploy / "config" / "production.yaml")
+    [entry] = production.limits.s3_sources["*"]
+    assert entry.endswith("/{tenant}/")
 
 
 def test_s3_endpoint_down(tmp_path: Path) -> None:

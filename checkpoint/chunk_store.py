@@ -7,21 +7,35 @@ Redis lost its state are found too.
 Keys are deterministic: ``chunks/{video_id}/{pipeline_version}/{index:06d}.json``. The
 transcripts of the audio track's windows are kept the same way, beside them
 (``speech-{index:06d}.json``, and ``speech-end.json`` once the track is read to its end).
+
+Each object is stamped with the video's origin, its tenant and source (``chunk_origin``), and
+read back only for the same origin: after Redis lost a record, the next claimant of the id may
+be another tenant, or the same tenant with another file, and neither is given what was found
+in someone else's video.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
 import numpy as np
 
-from core.records import Chunk, Frame, Vector
+from core.records import Chunk, Frame, Vector, VideoRef
 from core.speech import SpeechEnd, SpeechItem, SpeechPart
+from core.urls import redact_url
 from storage.base import ObjectStore
 
 PREFIX = "chunks"
+
+
+def chunk_origin(ref: VideoRef) -> str:
+    """The stamp of ``ref``'s persisted chunks: a digest of its tenant and its source as shown
+    (a re-signed presigned URL is the same source; nothing secret is kept)."""
+    origin = f"{ref.tenant}\n{redact_url(ref.uri)}".encode()
+    return hashlib.sha256(origin).hexdigest()[:32]
 
 
 class ChunkStore:
@@ -38,13 +52,18 @@ class ChunkStore:
     def key(cls, video_id: str, pipeline_version: str, index: int) -> str:
         return f"{cls.prefix(video_id, pipeline_version)}{index:06d}.json"
 
-    def put(self, pipeline_version: str, chunk: Chunk) -> None:
+    def put(self, pipeline_version: str, chunk: Chunk, origin: str) -> None:
         key = self.key(chunk.video_id, pipeline_version, chunk.index)
-        self._objects.put_bytes(key, encode_chunk(chunk), content_type="application/json")
+        data = encode_chunk(chunk, origin=origin)
+        self._objects.put_bytes(key, data, content_type="application/json")
 
-    def get(self, video_id: str, pipeline_version: str, index: int) -> Chunk | None:
+    def get(self, video_id: str, pipeline_version: str, index: int, origin: str) -> Chunk | None:
+        """The chunk as persisted for ``origin``; None if none was, or for another origin."""
         data = self._objects.get_bytes(self.key(video_id, pipeline_version, index))
-        return None if data is None else decode_chunk(data)
+        if data is None:
+            return None
+        raw = json.loads(data)
+        return _chunk_of(raw) if raw.get("origin") == origin else None
 
     def indexes(self, video_id: str, pipeline_version: str) -> set[int]:
         """Indexes of the chunks of the video persisted under the version."""
@@ -56,16 +75,18 @@ class ChunkStore:
                 found.add(int(name))
         return found
 
-    def put_speech(self, pipeline_version: str, item: SpeechItem) -> None:
+    def put_speech(self, pipeline_version: str, item: SpeechItem, origin: str) -> None:
         name = "speech-end" if isinstance(item, SpeechEnd) else f"speech-{item.index:06d}"
         key = f"{self.prefix(item.video_id, pipeline_version)}{name}.json"
-        data = json.dumps(item.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
+        raw = {**item.to_json(), "origin": origin}
+        data = json.dumps(raw, ensure_ascii=False, separators=(",", ":")).encode()
         self._objects.put_bytes(key, data, content_type="application/json")
 
     def speech(
-        self, video_id: str, pipeline_version: str
+        self, video_id: str, pipeline_version: str, origin: str
     ) -> tuple[dict[int, SpeechPart], SpeechEnd | None]:
-        """The video's persisted window transcripts by index, and the track's end if reached."""
+        """The video's window transcripts persisted for ``origin`` by index, and the track's
+        end if reached."""
         prefix = f"{self.prefix(video_id, pipeline_version)}speech-"
         parts: dict[int, SpeechPart] = {}
         end: SpeechEnd | None = None
@@ -73,10 +94,13 @@ class ChunkStore:
             data = self._objects.get_bytes(key)
             if data is None:  # removed since it was listed
                 continue
+            raw = json.loads(data)
+            if raw.pop("origin", None) != origin:
+                continue
             if key.endswith("speech-end.json"):
-                end = SpeechEnd.from_json(json.loads(data))
+                end = SpeechEnd.from_json(raw)
             else:
-                part = SpeechPart.from_json(json.loads(data))
+                part = SpeechPart.from_json(raw)
                 parts[part.index] = part
         return parts, end
 
@@ -88,9 +112,10 @@ class ChunkStore:
         return len(keys)
 
 
-def encode_chunk(chunk: Chunk) -> bytes:
+def encode_chunk(chunk: Chunk, *, origin: str = "") -> bytes:
     return json.dumps(
         {
+            "origin": origin,
             "video_id": chunk.video_id,
             "index": chunk.index,
             "last": chunk.last,
@@ -102,7 +127,10 @@ def encode_chunk(chunk: Chunk) -> bytes:
 
 
 def decode_chunk(data: bytes) -> Chunk:
-    raw = json.loads(data)
+    return _chunk_of(json.loads(data))
+
+
+def _chunk_of(raw: dict[str, Any]) -> Chunk:
     return Chunk(
         video_id=raw["video_id"],
         index=int(raw["index"]),

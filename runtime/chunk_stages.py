@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Collection
 
 from checkpoint.base import CheckpointStore
-from checkpoint.chunk_store import ChunkStore
+from checkpoint.chunk_store import ChunkStore, chunk_origin
 from core.errors import RetryableError
 from core.records import BULK_LANE, FRESH_LANE, Chunk, Lane, as_lane
 from core.stage_names import EMBED
@@ -59,8 +59,11 @@ class ChunkStages:
         # Chunks persisted but not recorded: the process died in between, or Redis lost them.
         indexes |= await asyncio.to_thread(self._chunks.indexes, video_id, self._version)
         restored: dict[int, Chunk] = {}
+        origin = chunk_origin(run.ref)  # another tenant's or source's chunks stay unread
         for index in sorted(indexes):
-            chunk = await asyncio.to_thread(self._chunks.get, video_id, self._version, index)
+            chunk = await asyncio.to_thread(
+                self._chunks.get, video_id, self._version, index, origin
+            )
             if chunk is not None:
                 restored[index] = chunk
         for chunk in restored.values():
@@ -144,7 +147,7 @@ class ChunkStages:
         """The chunk's outputs, then its checkpoint: a recorded chunk is always stored."""
         if self._chunks is None:
             return
-        await asyncio.to_thread(self._chunks.put, self._version, chunk)
+        await asyncio.to_thread(self._chunks.put, self._version, chunk, chunk_origin(run.ref))
         await self._store.mark_chunk(
             run.ref.video_id, run.epoch, chunk.index, restored=False, total=run.total
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from checkpoint.chunk_store import ChunkStore
+from checkpoint.chunk_store import ChunkStore, chunk_origin
 from core.errors import RetryableError
 from core.records import EarlierResult, VideoRef
 from core.speech import Speech, SpeechEnd, SpeechItem, SpeechPart
@@ -66,7 +66,9 @@ class SpeechTrack:
             return cls(run, lineage.version, chunks, taken=earlier.speech)
         if chunks is None:
             return cls(run, lineage.version, None)
-        parts, end = await asyncio.to_thread(chunks.speech, ref.video_id, lineage.version)
+        parts, end = await asyncio.to_thread(
+            chunks.speech, ref.video_id, lineage.version, chunk_origin(ref)
+        )
         track = cls(run, lineage.version, chunks, parts=parts, end=end)
         if parts or end:
             log.info(
@@ -100,7 +102,8 @@ class SpeechTrack:
     async def take(self, item: SpeechItem) -> None:
         """One item of the ingest stream: persisted, then counted."""
         if self._chunks is not None:
-            await asyncio.to_thread(self._chunks.put_speech, self._version, item)
+            origin = chunk_origin(self._run.ref)
+            await asyncio.to_thread(self._chunks.put_speech, self._version, item, origin)
         if isinstance(item, SpeechEnd):
             self._end = item
         else:

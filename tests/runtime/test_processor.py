@@ -198,6 +198,40 @@ async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
     assert not list(objects.rglob("*.json"))
 
 
+@pytest.mark.parametrize("claimant", ["another tenant", "another source"])
+async def test_persisted_chunks_are_restored_only_for_their_own_tenant_and_source(
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    store: RedisCheckpointStore,
+    claimant: str,
+) -> None:
+    """Redis lost the record of an interrupted video: the next claimant of the id, when it is
+    another tenant or another file, computes every chunk itself; what the first attempt found
+    is never handed to it."""
+    video_id = f"crossed-{claimant.split()[1]}"
+    first = await interrupted(root, video_id, "SECRET", 6, config, executor, store, after=3)
+    await store._redis.delete(store.video_key(video_id))
+    if claimant == "another tenant":
+        ref = VideoRef(video_id, first.uri, tenant="globex")
+    else:
+        other = write_video(
+            root / f"{video_id}-other.mp4",
+            [Scene((f"OTHER {i}",), 1.0) for i in range(6)],
+            fps=10,
+            size=(320, 240),
+        )
+        ref = VideoRef(video_id, other.as_uri())
+
+    await processor(config, executor, store).process(ref)
+
+    status = await store.get(video_id)
+    assert status is not None
+    assert (status.status, status.tenant) == (VideoState.DONE, ref.tenant)
+    assert status.chunks_restored == 0
+    assert status.chunks_processed == status.chunks_total
+
+
 async def test_a_failed_video_leaves_no_persisted_chunks(
     root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
 ) -> None:
@@ -206,7 +240,7 @@ async def test_a_failed_video_leaves_no_persisted_chunks(
     ref = VideoRef("gone", (root / "gone.mp4").as_uri())
     chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
     version = Pipeline.from_config(config).version
-    chunks.put(version, Chunk("gone", 0, [], last=False))
+    chunks.put(version, Chunk("gone", 0, [], last=False), "an origin")
     assert chunks.indexes("gone", version) == {0}
 
     await processor(config, executor, store).process(ref)
@@ -227,7 +261,7 @@ async def test_a_replay_of_a_done_video_removes_chunks_a_crash_left_behind(
     await processor(config, executor, store).process(ref)
     chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
     version = Pipeline.from_config(config).version
-    chunks.put(version, Chunk("tidy", 1, [], last=True))  # what the crash left
+    chunks.put(version, Chunk("tidy", 1, [], last=True), "an origin")  # what the crash left
     assert chunks.indexes("tidy", version) == {1}
 
     await processor(config, executor, store).process(ref)

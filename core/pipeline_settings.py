@@ -31,7 +31,13 @@ class LimitSettings(BaseSettings):
     max_frames: int = 20_000  # sampled frames per video
     # Frames decoded per video (every frame, sampled or not); None: max_duration_s x max_fps.
     max_decoded_frames: int | None = Field(default=None, ge=1)
-    max_decode_s: float = Field(default=3600.0, gt=0)  # decoding time per video and attempt
+    # Time spent decoding one range of a video in one attempt (waiting for the stages that
+    # take its chunks not counted): decode_grace_s, plus decode_s_per_video_s for each second of
+    # the video decoded so far, and never more than max_decode_s. A small file that decodes
+    # slowly (a hostile one) is stopped within about the grace, not after an hour.
+    decode_grace_s: float = Field(default=60.0, ge=0)
+    decode_s_per_video_s: float = Field(default=4.0, ge=0)
+    max_decode_s: float = Field(default=3600.0, gt=0)
     containers: tuple[str, ...] = ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts")
     codecs: tuple[str, ...] = ("h264", "hevc", "vp8", "vp9", "av1", "mpeg4", "mjpeg")
     connect_timeout_s: float = 10.0

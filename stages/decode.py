@@ -35,6 +35,7 @@ cuts its chunks exactly where the first attempt did.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -103,10 +104,36 @@ class _DecodeBudget:
         self._max_frames = limits.max_decoded_frames or math.ceil(
             limits.max_duration_s * limits.max_fps
         )
-        self._deadline = time.monotonic() + limits.max_decode_s
         self._decoded = 0
+        self._first = math.nan  # the presentation time of the first frame decoded
         self._latest = -math.inf
         self._stalled = 0
+        self._busy_s = 0.0  # decoding time, up to ``_since``
+        self._since = time.monotonic()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """While a chunk handed on is taken downstream: that time is not decoding time."""
+        self._busy_s += time.monotonic() - self._since
+        try:
+            yield
+        finally:
+            self._since = time.monotonic()
+
+    def _check_time(self) -> None:
+        limits = self._limits
+        covered = max(0.0, self._latest - self._first) if self._decoded > 1 else 0.0
+        allowed = min(
+            limits.max_decode_s, limits.decode_grace_s + limits.decode_s_per_video_s * covered
+        )
+        busy = self._busy_s + time.monotonic() - self._since
+        if busy > allowed:
+            raise LimitExceeded(
+                f"decoding took {busy:.1f} s for {covered:.1f} s of video (limits: "
+                f"{limits.decode_grace_s} s + {limits.decode_s_per_video_s} s a second of "
+                f"video, {limits.max_decode_s} s at most)",
+                code="limit_decode_time",
+            )
 
     def spend(self, frame: av.VideoFrame, t: float) -> None:
         """Count one decoded frame at ``t`` seconds; raise when a limit is passed."""
@@ -122,10 +149,9 @@ class _DecodeBudget:
             raise LimitExceeded(
                 f"more than {self._max_frames} frames decoded", code="limit_decoded_frames"
             )
-        if time.monotonic() > self._deadline:
-            raise LimitExceeded(
-                f"decoding took longer than {limits.max_decode_s} s", code="limit_decode_time"
-            )
+        if self._decoded == 1:
+            self._first = t
+        self._check_time()
         if t > self._latest:
             self._latest, self._stalled = t, 0
             return
@@ -297,14 +323,16 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
                 )
             full = chunk.full()
             if full is not None:  # a full chunk waits for the next sample, to know it is not last
-                yield full
+                with budget.waiting():
+                    yield full
                 marks.new_chunk()
             sample = Frame(chunk.sampled, t, None, keyframe=bool(frame.key_frame))
             chunk.add(marks.mark(sample, functools.partial(self._to_rgb, frame)))
             if end_chunk is not None and chunk.index == end_chunk - 1:
                 ended = chunk.full()
                 if ended is not None:  # the range's last chunk: the next range goes on
-                    yield ended
+                    with budget.waiting():
+                        yield ended
                     return
         reader.check_complete(self._declared_end_s(container, stream, video))
         yield chunk.last()

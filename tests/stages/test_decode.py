@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -277,6 +278,8 @@ def test_limits_hold_on_what_is_decoded(tmp_path: Path) -> None:
         (grows, LimitSettings(max_width=320, max_height=240), "limit_dimensions"),
         (live, LimitSettings(max_decoded_frames=15), "limit_decoded_frames"),
         (live, LimitSettings(max_decode_s=1e-6), "limit_decode_time"),
+        # No grace, and a millionth of a second per second of video: decoding outlasts it.
+        (live, LimitSettings(decode_grace_s=0, decode_s_per_video_s=1e-6), "limit_decode_time"),
         # The clock starts again at 0 after 120 s: 1200 frames that never pass it.
         (stalls, LIMITS, "timestamps_stalled"),
     ]
@@ -294,6 +297,22 @@ def test_limits_hold_on_what_is_decoded(tmp_path: Path) -> None:
     for path in (live, grows):
         chunks = run(DecodeSampleStage(stage_settings, LIMITS), path)
         assert chunks[-1].last
+
+
+def test_decoding_time_grows_with_the_video_and_waits_do_not_count(tmp_path: Path) -> None:
+    """The time budget is the grace plus so much per second of video decoded: a video whose
+    chunks are taken slowly downstream (far past the grace, in wall-clock time) still decodes
+    to its end, as only the decoder's own time counts (``test_limits_hold_on_what_is_decoded``
+    has the budget that stops it)."""
+    path = media.write_plain(tmp_path / "paced.ts", 4.0, container="mpegts")
+    stage_settings = settings(sample_fps=1.0, chunk_frames=1)
+    paced = LimitSettings(decode_grace_s=2.0, decode_s_per_video_s=0.0)
+    chunks = []
+    for chunk in DecodeSampleStage(stage_settings, paced).stream(local(path, paced)):
+        chunks.append(chunk)
+        time.sleep(0.8)  # the stages downstream take their time: 3+ s over 4 chunks
+    assert chunks[-1].last
+    assert len(chunks) >= 4
 
 
 def test_abandoned_stream_can_be_closed(long_clip: Path) -> None:

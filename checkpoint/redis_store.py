@@ -261,7 +261,7 @@ class RedisCheckpointStore(CheckpointStore):
             except BaseException:
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
                 raise
-        return ProgressSubscription(pubsub)
+        return ProgressSubscription(pubsub, health_s=self._settings.progress_health_s)
 
     async def progress(self) -> AsyncIterator[ProgressEvent]:
         subscription = await self.subscribe_progress()

@@ -56,21 +56,39 @@ def decode_cursor(cursor: str) -> tuple[float, int]:
 
 
 class ProgressSubscription:
-    """Live progress events from the moment it was opened; close it with ``aclose``."""
+    """Live progress events from the moment it was opened; close it with ``aclose``.
 
-    def __init__(self, pubsub: PubSub) -> None:
+    A subscription only reads, so a connection that died without a word (a server that hangs,
+    a failover, a network path that drops everything) would look like a quiet channel for
+    ever. After ``health_s`` without a message it sends a PING; when that is not answered
+    within ``health_s`` either, the subscription ends with ``CheckpointUnavailable`` and its
+    reader opens a new one."""
+
+    def __init__(self, pubsub: PubSub, *, health_s: float) -> None:
         self._pubsub = pubsub
+        self._health_s = health_s
 
     def __aiter__(self) -> ProgressSubscription:
         return self
 
     async def __anext__(self) -> ProgressEvent:
+        pinged = False
         while True:
             async with boundary():
                 message = await self._pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=None
+                    ignore_subscribe_messages=True, timeout=self._health_s
                 )
-            if message is None or message.get("type") != "message":
+                if message is None and not pinged:
+                    await self._pubsub.ping()
+                    pinged = True
+                    continue
+            if message is None:
+                raise CheckpointUnavailable(
+                    f"the progress subscription had no answer to a ping in {self._health_s} s",
+                    retry_after=1.0,
+                )
+            pinged = False  # anything read proves the connection
+            if message.get("type") != "message":
                 continue
             try:
                 return progress_from_json(message["data"])

@@ -116,6 +116,9 @@ class RedisSettings(BaseSettings):
     socket_timeout_s: float = Field(default=5.0, gt=0)  # a blocking outbox read stays below it
     outbox_group: str = "notifier"  # the consumer group that delivers outbox entries
     progress_stream_maxlen: int = Field(default=10_000, ge=100)  # approximate cap (MAXLEN ~)
+    # A progress subscription quiet this long sends a PING, and ends when that is not answered
+    # this long after (a dead connection would otherwise leave event streams silent for ever).
+    progress_health_s: float = Field(default=10.0, gt=0)
     aof_wait_timeout_ms: int = Field(default=1_000, ge=0)  # WAITAOF after final transitions
     # Refuse to start on a Redis that cannot confirm a final transition is on disk before its
     # offset is committed (checkpoint/durability.py); false accepts losing about a second.

@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from checkpoint.redis_store import RedisCheckpointStore
 from cli.main import main as cli_main
 from core.records import VideoRef
 from core.search import Method, SearchFilter, SegmentHit
-from devkit.services import free_port
+from devkit.services import LocalProcess, free_port
 from models.embedding import E5Embedder
 from sinks.search import LanceSearchIndex
 from tests.sinks import make_result
@@ -693,6 +695,33 @@ async def test_stream_reports_a_store_that_goes_away(unique: str, serve: Serve) 
             await reader.close()
     finally:
         await down.close()
+    assert [e.event for e in events] == ["error"]
+    assert (events[0].data or {}).get("code") == "checkpoint_unavailable"
+
+
+async def test_a_stream_whose_store_hangs_ends_instead_of_going_silent(
+    redis_process: LocalProcess, unique: str, serve: Serve
+) -> None:
+    """Redis stops answering without closing the connection (SIGSTOP: the connection stays
+    open, nothing comes back): the subscription's unanswered ping ends the stream with an
+    `error` event rather than leaving it quiet for ever."""
+    url = f"redis://127.0.0.1:{redis_process.port}/0"
+    hung = RedisCheckpointStore.from_url(url, key_prefix=unique, progress_health_s=0.5)
+    base = await serve(create_app(hung, tokens={}, heartbeat_s=300))
+    assert redis_process.pid is not None
+    try:
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=30) as client,
+            client.stream("GET", "/v1/events") as response,
+        ):
+            reader = EventReader(response)
+            await asyncio.sleep(1.5)  # quiet but healthy: pinged, answered, still open
+            os.kill(redis_process.pid, signal.SIGSTOP)
+            events = await reader.rest()
+            await reader.close()
+    finally:
+        os.kill(redis_process.pid, signal.SIGCONT)
+        await hung.close()
     assert [e.event for e in events] == ["error"]
     assert (events[0].data or {}).get("code") == "checkpoint_unavailable"
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.base import DeadLetterFn, ReplayFn, SearchFn
+from api.documents import DocumentCache
 from api.errors import ApiError
 from api.limits import RateLimit
 from api.models import shown
@@ -34,7 +35,8 @@ def token_digest(token: str) -> bytes:
 class ApiContext:
     """The store and sources one app answers from, its one progress subscription, and the
     tenant of each token digest (empty: no authentication, every tenant visible).
-    ``results`` is the object store holding the result documents (None: results unavailable).
+    ``results`` is the object store holding the result documents (None: results unavailable);
+    ``documents`` keeps them parsed, once per stored version.
     """
 
     store: CheckpointStore
@@ -47,6 +49,7 @@ class ApiContext:
     results: ObjectStore | None = None
     heartbeat_s: float = 15.0
     health_timeout_s: float = 2.0
+    documents: DocumentCache = field(default_factory=DocumentCache)
 
     def install(self, app: FastAPI) -> None:
         app.state.api_context = self

@@ -3,7 +3,6 @@ shots' thumbnails. All of them read what the pipeline stored in the object store
 
 import asyncio
 import hashlib
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -11,6 +10,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from api.dependencies import Context, Video
+from api.documents import StoredDocument
 from api.errors import ApiError
 from api.models import (
     ERROR_RESPONSES,
@@ -102,19 +102,17 @@ def result_routes() -> APIRouter:
         store than the pipeline writes) is a 404 ``result_missing``. The answer carries a
         strong ``ETag``; a request whose ``If-None-Match`` names it gets a 304, no body.
         """
-        data = await _stored_document(video, context)
+        stored = await _stored_document(video, context)
         tag = _etag(
             _RESULT_RENDERING,
             b"frames=1" if frames else b"frames=0",
             b"words=1" if words else b"words=0",
-            data,
+            stored.digest,
         )
         if if_none_match is not None and _names_tag(if_none_match, tag):
             return Response(status_code=304, headers={"ETag": tag})
-        body = result_body(json.loads(data), frames=frames, words=words)
-        return Response(
-            body.model_dump_json(), media_type="application/json", headers={"ETag": tag}
-        )
+        body = await asyncio.to_thread(_rendered, stored.document, frames=frames, words=words)
+        return Response(body, media_type="application/json", headers={"ETag": tag})
 
     @router.get(
         "/v1/videos/{video_id}/result.vtt", response_class=Response, responses=VTT_RESPONSES
@@ -132,11 +130,11 @@ def result_routes() -> APIRouter:
         transcript, one cue per segment, or (``track=text``) the text shown on screen, one cue
         per span. A video without speech (no audio track, recognition off) has a speech track
         of no cues. Errors as for the result."""
-        data = await _stored_document(video, context)
-        tag = _etag(_RESULT_RENDERING, b"vtt", track.encode(), data)
+        stored = await _stored_document(video, context)
+        tag = _etag(_RESULT_RENDERING, b"vtt", track.encode(), stored.digest)
         if if_none_match is not None and _names_tag(if_none_match, tag):
             return Response(status_code=304, headers={"ETag": tag})
-        body = webvtt(_cues(json.loads(data), track))
+        body = await asyncio.to_thread(lambda: webvtt(_cues(stored.document, track)))
         return Response(body, media_type="text/vtt; charset=utf-8", headers={"ETag": tag})
 
     @router.get(
@@ -151,8 +149,8 @@ def result_routes() -> APIRouter:
         if_none_match: Annotated[str | None, Header(max_length=1024)] = None,
     ) -> Response:
         """The keyframe of one shot of a done video, as a small JPEG."""
-        document = json.loads(await _stored_document(video, context))
-        shots = document.get("shots") or []
+        stored = await _stored_document(video, context)
+        shots = stored.document.get("shots") or []
         if shot >= len(shots):
             raise ApiError(404, "not_found", f"video {video.video_id!r} has no shot {shot}")
         key = shots[shot].get("thumbnail")
@@ -173,28 +171,33 @@ def result_routes() -> APIRouter:
     return router
 
 
-async def _stored_document(video: VideoStatus, context: Context) -> bytes:
-    """The stored result document of a done video, or the error that says why not."""
+async def _stored_document(video: VideoStatus, context: Context) -> StoredDocument:
+    """The stored result document of a done video, or the error that says why not; read and
+    parsed off the event loop, once per stored version (``api.documents``)."""
     if video.status is not VideoState.DONE:
         raise ApiError(
             409, "result_not_ready", f"video {video.video_id!r} is {video.status.value}, not done"
         )
     key = document_key(video.tenant, video.video_id, video.pipeline_version)
-    data = await asyncio.to_thread(_results(context).get_bytes, key)
-    if data is None:
+    stored = await context.documents.read(_results(context), key)
+    if stored is None:
         raise ApiError(
             404,
             "result_missing",
             f"video {video.video_id!r} is done, but its result (pipeline version "
             f"{video.pipeline_version!r}) is missing from the object store",
         )
-    return data
+    return stored
 
 
 def _results(context: Context) -> ObjectStore:
     if context.results is None:
         raise ApiError(503, "results_unavailable", "no result store is configured")
     return context.results
+
+
+def _rendered(document: dict[str, Any], *, frames: bool, words: bool) -> str:
+    return result_body(document, frames=frames, words=words).model_dump_json()
 
 
 def result_body(document: dict[str, Any], *, frames: bool, words: bool) -> VideoResultDocument:

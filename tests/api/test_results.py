@@ -140,6 +140,37 @@ async def done_video(
     return result
 
 
+async def test_a_document_is_parsed_once_per_stored_version(
+    store: RedisCheckpointStore, objects: LocalObjectStore
+) -> None:
+    """The result, its WebVTT tracks and every shot's thumbnail read one parse of the stored
+    document (made off the event loop); a document written again with other bytes is parsed
+    anew and served as it is now, under a new ETag."""
+    result = await done_video(store, objects, "parsed-once", speech=SPOKEN)
+    app = create_app(store, tokens={}, results=objects)
+    documents = app.state.api_context.documents
+    async with client_for(app) as client:
+        first = await client.get("/v1/videos/parsed-once/result")
+        shots = first.json()["shots"]
+        for _ in range(3):
+            assert (await client.get("/v1/videos/parsed-once/result?frames=true")).is_success
+            for track in ("speech", "text"):
+                vtt = await client.get(f"/v1/videos/parsed-once/result.vtt?track={track}")
+                assert vtt.is_success
+            for shot in shots:
+                image = await client.get(
+                    f"/v1/videos/parsed-once/shots/{shot['index']}/thumbnail.jpg"
+                )
+                assert image.status_code in (200, 404)
+        assert documents.parsed == 1
+        ResultDocumentSink(objects).write([dataclasses.replace(result, speech=None)])
+        again = await client.get("/v1/videos/parsed-once/result")
+    assert documents.parsed == 2
+    assert first.json()["speech"] is not None
+    assert again.json()["speech"] is None
+    assert again.headers["etag"] != first.headers["etag"]
+
+
 async def test_a_done_videos_result_has_its_text_spans(
     store: RedisCheckpointStore, objects: LocalObjectStore
 ) -> None:

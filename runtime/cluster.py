@@ -69,66 +69,108 @@ def ray_connection(config: ServiceConfig, *, local: bool) -> Iterator[None]:
     """Start a local Ray (private temp dir, no dashboard) or join ``config.ray.address``.
 
     A local Ray is shut down on exit, Serve applications included; on a cluster the stage pools
-    stay up for the other consumer processes.
+    stay up for the other consumer processes. Ray is started and shut down by a thread of its
+    own (``_RayOwner``).
     """
     if ray.is_initialized():
         yield
         return
     if not local:
-        _init(address=config.ray.address, namespace=config.ray.namespace, log_to_driver=False)
-        try:
+        with _RayOwner(
+            address=config.ray.address, namespace=config.ray.namespace, log_to_driver=False
+        ):
             yield
-        finally:
-            ray.shutdown()
         return
     # Ray's socket paths must stay short: a private folder under the system temp dir.
     tmp = os.environ.get("RAY_TMPDIR") or tempfile.mkdtemp(prefix="reelsense-ray-")
     os.environ["RAY_TMPDIR"] = tmp
     lighten_local_ray()
-    _init(
-        include_dashboard=False,
-        num_cpus=config.ray.num_cpus,
-        namespace=config.ray.namespace,
-        _temp_dir=tmp,
-        log_to_driver=False,
-        configure_logging=False,
-    )
     global _ray_ends_with_this_process  # noqa: PLW0603 - one Ray per process
-    _ray_ends_with_this_process = True
     try:
-        yield
+        with _RayOwner(
+            include_dashboard=False,
+            num_cpus=config.ray.num_cpus,
+            namespace=config.ray.namespace,
+            _temp_dir=tmp,
+            log_to_driver=False,
+            configure_logging=False,
+        ):
+            _ray_ends_with_this_process = True
+            yield  # a local Ray takes its Serve applications with it
     finally:
         _ray_ends_with_this_process = False
-        ray.shutdown()  # a local Ray takes its Serve applications with it
         if "reelsense-ray-" in tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _init(**options: Any) -> None:
-    """``ray.init``, keeping this process's own SIGTERM handler.
+class _RayOwner:
+    """``ray.init`` and ``ray.shutdown`` on a thread kept for as long as the connection.
 
-    A driver's ``ray.init`` installs a handler that exits with the signal's number wherever
-    the main thread happens to be; a service asked to stop must drain and stop what it started
-    instead (``runtime.stop_signals``). The process's handler is put back, and a SIGTERM that
-    came during the init, which Ray's handler turned into ``SystemExit``, is handed to it: the
-    caller then finds the stop requested (and leaves the half-started Ray to ``ray.shutdown``).
+    In the main thread, a driver's ``ray.init`` installs a SIGTERM handler that raises
+    ``SystemExit`` wherever the main thread is at that moment, even inside a fork hook, where
+    the exit is swallowed and the signal lost with it; outside the main thread Ray installs
+    none, and the process's own handling of a stop (``runtime.stop_signals``) stays whole (Ray's
+    core worker still puts a crash handler in front of it, which passes a SIGTERM on to the
+    process's handler and is moved back behind it once Ray is up). The
+    thread lives until the shutdown because Ray's processes are bound to the thread that
+    started them (the kernel's parent-death signal follows the thread, not the process).
     """
-    if threading.current_thread() is not threading.main_thread():
-        ray.init(**options)  # Ray sets no handler outside the main thread
-        return
-    own = signal.getsignal(signal.SIGTERM)
-    interrupted = False
-    try:
-        ray.init(**options)
-    except SystemExit as exc:
-        if exc.code != signal.SIGTERM or not callable(own):
+
+    # Shutting a local Ray down takes a few seconds; past this the process's exit takes it.
+    _SHUTDOWN_WAIT_S = 60.0
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._ready = threading.Event()
+        self._release = threading.Event()
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._own, name="ray-owner", daemon=True)
+
+    def __enter__(self) -> None:
+        self._thread.start()
+        try:
+            self._ready.wait()
+        except BaseException:  # interrupted (Ctrl-C where nothing handles it): Ray goes too
+            self.__exit__()
             raise
-        interrupted = True
-    finally:
+        if self._failure is not None:
+            self._thread.join()
+            raise self._failure
+        # Ray's core worker installs a crash handler of its own for SIGTERM as it starts, in
+        # front of the process's: the process's handler is put back in front.
+        own = signal.getsignal(signal.SIGTERM)
         if own is not None:  # None: not set from Python, nothing to put back
             signal.signal(signal.SIGTERM, own)
-    if interrupted:
-        signal.raise_signal(signal.SIGTERM)
+
+    def __exit__(self, *exc: object) -> None:
+        self._release.set()
+        self._thread.join(timeout=self._SHUTDOWN_WAIT_S)
+
+    def _own(self) -> None:
+        worker_log = logging.getLogger("ray._private.worker")
+        quiet = _Without("SIGTERM handler is not set")  # as meant: see the class's docstring
+        worker_log.addFilter(quiet)
+        try:
+            ray.init(**self._options)
+        except BaseException as exc:  # handed to the caller
+            self._failure = exc
+            return
+        finally:
+            worker_log.removeFilter(quiet)
+            self._ready.set()
+        self._release.wait()
+        ray.shutdown()
+
+
+class _Without(logging.Filter):
+    """Drops the log records that begin with ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self._text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self._text)
 
 
 # -- the stage pools on a cluster ----------------------------------------------------------------

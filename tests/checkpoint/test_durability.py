@@ -237,7 +237,7 @@ def test_serve_refuses_a_redis_that_cannot_promise_durability(
     """Exit 2 with the reason, before Ray or anything of the service starts."""
     started: list[object] = []
 
-    def run_service(config: object, *, local_ray: bool) -> int:
+    def run_service(config: object, stop: object, *, local_ray: bool) -> int:
         started.append(config)
         return 0
 

@@ -11,7 +11,14 @@ class SinkUnavailable(DependencyUnavailable):
     code = "sink_unavailable"
 
 
+class SinkAccessDenied(SinkUnavailable):
+    """The table's store refused the service's credentials: an outage of its own access (a
+    credential rotation under way), waited out like any other."""
+
+    code = "sink_access_denied"
+
+
 class SinkRejected(PermanentError):
-    """The store refused the write for a reason retrying cannot fix (permissions, schema)."""
+    """The store refused the write for a reason retrying cannot fix (a schema, a bucket)."""
 
     code = "sink_rejected"

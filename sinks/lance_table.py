@@ -26,7 +26,7 @@ from core.config import StorageSettings
 from core.errors import ReelsenseError
 from core.records import VideoResult
 from sinks.base import Sink
-from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.errors import SinkAccessDenied, SinkRejected, SinkUnavailable
 from sinks.lance_rows import first_dim, latest_per_video, table_uri, video_predicate
 from storage.s3 import lance_storage_options
 
@@ -39,8 +39,12 @@ FRAGMENT_ROWS = 64 * 1024
 # Substrings of Lance/object_store messages that retrying cannot fix.
 _REJECTED_MARKERS = (
     *("Invalid user input", "Ambiguous merge", "Schema error", "schema mismatch"),
-    *("NoSuchBucket", "AccessDenied", "Access Denied", "InvalidAccessKeyId"),
-    *("SignatureDoesNotMatch", "403 Forbidden"),
+    "NoSuchBucket",
+)
+# The service's credentials refused: an outage of its own access, retried (keys rotate).
+_ACCESS_MARKERS = (
+    *("AccessDenied", "Access Denied", "InvalidAccessKeyId", "SignatureDoesNotMatch"),
+    *("403 Forbidden", "ExpiredToken"),
 )
 # Field metadata that makes columns the table's primary key (see LanceTable._declare_keys).
 _PRIMARY_KEY = b"lance-schema:unenforced-primary-key"
@@ -72,6 +76,8 @@ def map_lance_error(exc: BaseException, *, table: str) -> ReelsenseError:
         return SinkUnavailable(f"{table}: commit conflict: {text}", code="sink_commit_conflict")
     if any(marker in text for marker in _REJECTED_MARKERS):
         return SinkRejected(f"{table}: {text}")
+    if any(marker in text for marker in _ACCESS_MARKERS):
+        return SinkAccessDenied(f"{table}: {text}", retry_after=5.0)
     return SinkUnavailable(f"{table}: {type(exc).__name__}: {text}")
 
 

@@ -15,7 +15,15 @@ class StoreUnavailable(DependencyUnavailable):
     code = "sink_unavailable"
 
 
+class StoreAccessDenied(StoreUnavailable):
+    """The object store refused the service's credentials (denied, unknown or expired key, a
+    signature that does not match): an outage of the service's own access, such as a
+    credential rotation under way, waited out like any other (``runtime.outage_window_s``)."""
+
+    code = "sink_access_denied"
+
+
 class StoreRejected(PermanentError):
-    """The object store refused for a reason retrying cannot fix (permissions, bad key)."""
+    """The object store refused for a reason retrying cannot fix (a bad key or bucket)."""
 
     code = "sink_rejected"

@@ -16,19 +16,24 @@ from botocore.config import Config
 from core.config import StorageSettings
 from core.errors import ReelsenseError
 from storage.base import ObjectStore, check_key
-from storage.errors import StoreRejected, StoreUnavailable
+from storage.errors import StoreAccessDenied, StoreRejected, StoreUnavailable
 
 # S3 error codes that retrying cannot fix; everything else (5xx, throttling) is retried.
 _S3_REJECTED = {
-    "AccessDenied",
-    "AllAccessDisabled",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
     "NoSuchBucket",
     "InvalidBucketName",
     "InvalidObjectState",
     "EntityTooLarge",
     "KeyTooLongError",
+}
+# The service's credentials refused: retried as an outage (keys rotate, policies propagate).
+_S3_ACCESS = {
+    "AccessDenied",
+    "AllAccessDisabled",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
     "403",
 }
 T = TypeVar("T")
@@ -50,10 +55,12 @@ def map_s3_error(exc: Exception, what: str) -> ReelsenseError:
         code = _error_code(exc)
         if code in _S3_REJECTED:
             return StoreRejected(f"{what}: S3 {code}: {exc}")
+        if code in _S3_ACCESS:
+            return StoreAccessDenied(f"{what}: S3 {code}: {exc}", retry_after=5.0)
         return StoreUnavailable(f"{what}: S3 {code}: {exc}")
-    if isinstance(
-        exc, botocore.exceptions.NoCredentialsError | botocore.exceptions.ParamValidationError
-    ):
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):  # a metadata endpoint away
+        return StoreAccessDenied(f"{what}: {exc}", retry_after=5.0)
+    if isinstance(exc, botocore.exceptions.ParamValidationError):
         return StoreRejected(f"{what}: {exc}")
     # EndpointConnectionError, timeouts, closed connections, and anything unexpected.
     return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")

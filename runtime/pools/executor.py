@@ -8,7 +8,6 @@ from typing import Any
 
 import ray
 from ray import serve
-from ray.exceptions import RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from core.config import ServiceConfig
@@ -18,8 +17,9 @@ from runtime.activity import ActivitySnapshot
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.pools.application import pools_application
 from runtime.pools.base import INGEST, POOLS_APP, WRITER
+from runtime.pools.errors import pool_call
 from runtime.pools.ingest import ChunkCredits
-from runtime.pools.split import SplitIngest, cause_of
+from runtime.pools.split import SplitIngest
 from stages.sampling import ResumePoint
 
 
@@ -114,38 +114,28 @@ class RayExecutor(StageExecutor):
     async def _stage(self, stage: str, item: PooledChunk | Chunk) -> Chunk:
         """One stage on one chunk: in its pool, or in an ingest replica when fused."""
         pool = self._pools.get(stage)
-        try:
+        with pool_call():
             if pool is None:
                 result: Chunk = await self._ingest.analyse.remote(stage, item)
             else:
                 result = await pool.process.remote(item)
-        except RayTaskError as exc:
-            raise cause_of(exc) from None
         return result
 
     async def write(self, result: VideoResult) -> None:
-        try:
+        with pool_call():
             await self._writer.write.remote(result)
-        except RayTaskError as exc:
-            raise cause_of(exc) from None
 
     async def write_partial(self, parts: Sequence[VideoResult]) -> None:
-        try:
+        with pool_call():
             await self._writer.write_partial.remote(list(parts))
-        except RayTaskError as exc:
-            raise cause_of(exc) from None
 
     async def drop_partial(self, video_id: str) -> None:
-        try:
+        with pool_call():
             await self._writer.drop_partial.remote(video_id)
-        except RayTaskError as exc:
-            raise cause_of(exc) from None
 
     async def earlier(self, video_id: str) -> EarlierResult | None:
-        try:
+        with pool_call():
             found: EarlierResult | None = await self._writer.earlier.remote(video_id)
-        except RayTaskError as exc:
-            raise cause_of(exc) from None
         return found
 
     async def close(self) -> None:

@@ -23,13 +23,13 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from ray.exceptions import RayTaskError
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
-from core.errors import ReelsenseError, RetryableError
+from core.errors import RetryableError
 from core.records import LocalVideo, VideoRef
 from core.speech import SpeechEnd, SpeechPart
 from runtime.executor import IngestItem, PooledChunk
+from runtime.pools.errors import from_ray
 from stages.ranges import VideoRange
 from stages.sampling import ResumePoint
 
@@ -277,17 +277,9 @@ async def _pump(
             if not first and isinstance(item, LocalVideo):
                 continue
             queue.put_nowait((call, item))
-    except RayTaskError as exc:
-        queue.put_nowait(_Ended(call, cause_of(exc)))
     except Exception as exc:
-        queue.put_nowait(_Ended(call, exc))
+        queue.put_nowait(_Ended(call, from_ray(exc)))
     else:
         queue.put_nowait(_Ended(call))
     finally:
         routed.set()
-
-
-def cause_of(exc: RayTaskError) -> BaseException:
-    """The stage's own error, so reason codes and retry decisions survive the trip through Ray."""
-    cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, ReelsenseError) else exc

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
 import lance
 import pytest
 from pydantic import SecretStr
@@ -671,6 +672,69 @@ async def test_an_object_store_outage_uses_up_no_attempt(
     status = await store.get("outage")
     assert status is not None
     assert status.status is VideoState.DONE, status.error_message
+
+
+async def test_credentials_refused_by_the_object_store_use_up_no_attempt(
+    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    """The store refuses the service's key (AccessDenied from a real S3 endpoint enforcing
+    IAM, as while a rotated key or policy propagates) for longer than every attempt's backoff
+    together: the video waits it out as an outage and is done once access is back, its chunks
+    kept, not failed for it."""
+    moto = moto_server(root / "moto-denied")
+    moto.env["INITIAL_NO_AUTH_ACTION_COUNT"] = "6"  # the setup below; then every call is checked
+    moto.start()
+    endpoint = {"endpoint_url": f"http://127.0.0.1:{moto.port}", "region_name": "us-east-1"}
+    try:
+        anyone = {"aws_access_key_id": "setup", "aws_secret_access_key": "setup"}
+        iam = boto3.client("iam", **endpoint, **anyone)
+        keys = {}
+        for user in ("admin", "service"):
+            iam.create_user(UserName=user)
+            keys[user] = iam.create_access_key(UserName=user)["AccessKey"]
+        iam.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument=_ALLOW_ALL)
+
+        def as_user(user: str, service: str) -> Any:
+            key = keys[user]
+            return boto3.client(
+                service,
+                **endpoint,
+                aws_access_key_id=key["AccessKeyId"],
+                aws_secret_access_key=key["SecretAccessKey"],
+            )
+
+        as_user("admin", "s3").create_bucket(Bucket="chunks-denied")
+        service_s3 = as_user("service", "s3")  # no policy yet: every call is AccessDenied
+        path = write_video(root / "denied.mp4", [Scene(("WAIT",), 2.0)], fps=10, size=(320, 240))
+        work = processor(
+            config,
+            executor,
+            store,
+            chunks=S3ObjectStore("chunks-denied", "", service_s3),
+            max_attempts=2,
+            retry_backoff_s=(0.2,),
+            outage_window_s=120.0,
+        )
+        task = asyncio.create_task(work.process(VideoRef("denied", path.as_uri())))
+        await asyncio.sleep(4.0)  # 2 attempts with 0.2 s between them ended long ago
+        assert not task.done()
+        status = await store.get("denied")
+        assert status is not None
+        assert status.status is VideoState.RUNNING
+        as_user("admin", "iam").put_user_policy(
+            UserName="service", PolicyName="s3", PolicyDocument=_ALLOW_ALL
+        )
+        await asyncio.wait_for(task, timeout=120)
+    finally:
+        moto.stop()
+    status = await store.get("denied")
+    assert status is not None
+    assert status.status is VideoState.DONE, status.error_message
+
+
+_ALLOW_ALL = json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+)
 
 
 async def test_a_renewal_after_the_attempt_recorded_its_outcome_stops_nothing(

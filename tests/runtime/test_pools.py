@@ -11,12 +11,14 @@ import pytest
 import ray
 
 from core.config import PoolSettings, ServiceConfig
+from core.errors import DependencyUnavailable
 from core.records import Chunk, Frame
 from devkit.samples import render_frame
 from models.errors import InvalidImage
 from runtime.executor import PooledChunk
 from runtime.pools.application import deployment_options
 from runtime.pools.base import later_stages
+from runtime.pools.errors import PoolUnavailable
 from runtime.pools.executor import RayExecutor
 from stages.pipeline import Pipeline
 
@@ -72,6 +74,39 @@ async def test_one_bad_chunk_fails_alone_in_its_batch(
             "good3",
         ]
         assert all(frame.image is None for chunk in read for frame in chunk.frames)
+    finally:
+        await executor.close()
+
+
+@pytest.mark.slow
+async def test_a_replica_that_dies_under_a_call_is_an_outage_not_a_failure(
+    tmp_path: Path, redis_url: str, serve_apps: None
+) -> None:
+    """The OCR replica is killed while a chunk waits in its batch: the call raises
+    ``PoolUnavailable`` (an outage the processor waits out, using up no attempt), not a Ray
+    error that would count against the video."""
+    config = ServiceConfig.load(
+        redis={"url": redis_url, "key_prefix": f"pools-{tmp_path.name}"},
+        storage={"lance_uri": str(tmp_path / "lance"), "object_store_uri": str(tmp_path / "obj")},
+        ray={"ocr": {"max_batch_size": 4, "batch_wait_timeout_s": 30.0}},
+        runtime={"workdir": str(tmp_path / "work")},
+    )
+    executor = await asyncio.to_thread(RayExecutor.deploy, config)
+    try:
+        chunk = one_frame("video-1", render_frame(["GOOD 1"]))
+        ticket = PooledChunk(chunk.video_id, 0, 1, True, pixels=ray.put(chunk))
+        waiting = asyncio.create_task(executor.analyse("ocr", ticket))  # alone: waits 30 s
+        await asyncio.sleep(2.0)
+        [replica] = [
+            actor
+            for actor in ray.util.list_named_actors(all_namespaces=True)
+            if "#ocr#" in actor["name"]
+        ]
+        ray.kill(ray.get_actor(replica["name"], namespace=replica["namespace"]))
+        with pytest.raises(PoolUnavailable) as lost:
+            await asyncio.wait_for(waiting, timeout=60)
+        assert lost.value.code == "pool_unavailable"
+        assert isinstance(lost.value, DependencyUnavailable)
     finally:
         await executor.close()
 

@@ -197,7 +197,12 @@ class NotifySettings(BaseSettings):
     disable_after_s: float | None = 5 * 86400.0
     disable_after_failures: int | None = None
     max_concurrency: int = Field(default=16, ge=1)  # HTTP requests in flight at once
-    max_pending_events: int = Field(default=1000, ge=1)  # outbox entries held unacked at once
+    # Of those, to one endpoint: one that hangs holds this many connections, never all of them.
+    max_concurrency_per_endpoint: int = Field(default=4, ge=1)
+    # Outbox entries held unacked at once (an entry waits only for its first attempts: later
+    # ones wait in the delivery log's schedule, which every notifier reads this often).
+    max_pending_events: int = Field(default=1000, ge=1)
+    retry_poll_s: float = Field(default=1.0, gt=0)
     read_count: int = Field(default=16, ge=1)  # outbox entries per read
     read_block_ms: int = Field(default=1000, ge=1)
     # Entries another notifier took and left unacked this long are taken over (it is gone or

@@ -2,7 +2,7 @@
 
 The dispatcher reads the outbox, hands each message to a ``WebhookDelivery`` per target and to
 a ``StatusPublisher``, records every attempt in a ``DeliveryLog``, and acks the outbox entry
-once every target has reached a final outcome.
+once every target has reached a final outcome or has its next attempt in the log's schedule.
 """
 
 from __future__ import annotations
@@ -125,6 +125,24 @@ class DeadLetter(BaseModel):
     at: datetime
 
 
+class ScheduledRetry(BaseModel):
+    """A later attempt of one message to one target, waiting for its time in the delivery
+    log's schedule rather than in a notifier's memory: the outbox entry that asked for it is
+    acknowledged, so one endpoint's failures hold nothing else back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event: OutboxEvent
+    url: str  # as it is sent (the outbox's own copy), credentials included: never shown
+    target: str  # as it is shown and logged
+    attempt: int  # the attempt to make, 1-based
+    due_at: float  # when, in seconds since the epoch
+
+    @property
+    def id(self) -> str:
+        return f"{self.event.webhook_id} {self.target}"
+
+
 class WebhookDelivery(ABC):
     """Sends one signed message to one URL, once, and classifies what happened."""
 
@@ -192,6 +210,24 @@ class DeliveryLog(ABC):
 
     @abstractmethod
     async def remove_dead_letter(self, webhook_id: str, target: str) -> None: ...
+
+    @abstractmethod
+    async def schedule(self, retry: ScheduledRetry) -> None:
+        """Keep ``retry`` until it is due (replacing one of the same id)."""
+
+    @abstractmethod
+    async def take_due(self, now: float, *, limit: int, hold_s: float) -> list[ScheduledRetry]:
+        """Up to ``limit`` retries due by ``now``, earliest first, each held for its taker for
+        ``hold_s`` (due again after that, should the taker go away before it reschedules or
+        drops it); of several takers at once, each retry goes to one."""
+
+    @abstractmethod
+    async def unschedule(self, retry_id: str) -> None:
+        """Drop a retry that reached a final outcome."""
+
+    @abstractmethod
+    async def scheduled(self) -> int:
+        """How many retries wait (for metrics, and to know when all is settled)."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

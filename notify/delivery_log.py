@@ -6,6 +6,8 @@ Redis layout, under ``{prefix}:notify:``
 - ``endpoints``              hash url -> endpoint state JSON
 - ``dead``                   hash "{webhook_id} {target}" -> dead letter JSON
 - ``dead:at``                sorted set of the same fields by time, for newest-first listing
+- ``retries``                hash "{webhook_id} {target}" -> scheduled retry JSON
+- ``retries:due``            sorted set of the same fields by due time (a taker's hold moves it)
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from core.config import NotifySettings, RedisSettings
-from notify.base import DeadLetter, DeliveryAttempt, DeliveryLog, EndpointState
+from notify.base import DeadLetter, DeliveryAttempt, DeliveryLog, EndpointState, ScheduledRetry
 from notify.errors import DeliveryLogUnavailable
 
 T = TypeVar("T")
@@ -28,8 +30,26 @@ def _letter_field(webhook_id: str, target: str) -> str:
     return f"{webhook_id} {target}"
 
 
+# Take the retries due by ARGV[1], at most ARGV[2], holding each until ARGV[3]: one script, so
+# of several notifiers taking at once each retry goes to one.
+_TAKE_DUE = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local found = {}
+for _, id in ipairs(ids) do
+  local raw = redis.call('HGET', KEYS[2], id)
+  if raw then
+    redis.call('ZADD', KEYS[1], ARGV[3], id)
+    table.insert(found, raw)
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return found
+"""
+
+
 class MemoryDeliveryLog(DeliveryLog):
-    """Everything in dicts; gone with the process."""
+    """Everything in dicts; gone with the process (its scheduled retries too)."""
 
     def __init__(self, *, max_attempts: int = 100) -> None:
         self._max_attempts = max_attempts
@@ -37,6 +57,7 @@ class MemoryDeliveryLog(DeliveryLog):
         self._by_video: dict[str, set[str]] = defaultdict(set)
         self._endpoints: dict[str, EndpointState] = {}
         self._dead: dict[str, DeadLetter] = {}
+        self._retries: dict[str, tuple[float, ScheduledRetry]] = {}  # id -> (due or held, it)
 
     async def record(self, attempt: DeliveryAttempt) -> None:
         kept = self._attempts[attempt.webhook_id]
@@ -69,6 +90,22 @@ class MemoryDeliveryLog(DeliveryLog):
     async def remove_dead_letter(self, webhook_id: str, target: str) -> None:
         self._dead.pop(_letter_field(webhook_id, target), None)
 
+    async def schedule(self, retry: ScheduledRetry) -> None:
+        self._retries[retry.id] = (retry.due_at, retry)
+
+    async def take_due(self, now: float, *, limit: int, hold_s: float) -> list[ScheduledRetry]:
+        due = sorted((at, key) for key, (at, _) in self._retries.items() if at <= now)[:limit]
+        taken = [self._retries[key][1] for _, key in due]
+        for retry in taken:
+            self._retries[retry.id] = (now + hold_s, retry)
+        return taken
+
+    async def unschedule(self, retry_id: str) -> None:
+        self._retries.pop(retry_id, None)
+
+    async def scheduled(self) -> int:
+        return len(self._retries)
+
 
 class RedisDeliveryLog(DeliveryLog):
     """The delivery log in Redis, shared by every notifier process and read by the API."""
@@ -87,6 +124,7 @@ class RedisDeliveryLog(DeliveryLog):
         self._max_attempts = max_attempts
         self._retention_s = max(1, int(retention_s))
         self._owns_client = owns_client
+        self._take_due = client.register_script(_TAKE_DUE)
 
     @classmethod
     def from_settings(cls, redis: RedisSettings, notify: NotifySettings) -> RedisDeliveryLog:
@@ -187,6 +225,38 @@ class RedisDeliveryLog(DeliveryLog):
                 return await pipe.execute()
 
         await self._call(op)
+
+    async def schedule(self, retry: ScheduledRetry) -> None:
+        async def op() -> list[Any]:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(self._key("retries"), retry.id, retry.model_dump_json())
+                pipe.zadd(self._key("retries", "due"), {retry.id: retry.due_at})
+                return await pipe.execute()
+
+        await self._call(op)
+
+    async def take_due(self, now: float, *, limit: int, hold_s: float) -> list[ScheduledRetry]:
+        keys = [self._key("retries", "due"), self._key("retries")]
+        raw = await self._call(
+            lambda: cast(
+                Awaitable[list[bytes]],
+                self._take_due(keys=keys, args=[now, limit, now + hold_s]),
+            )
+        )
+        return [ScheduledRetry.model_validate_json(item) for item in raw]
+
+    async def unschedule(self, retry_id: str) -> None:
+        async def op() -> list[Any]:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hdel(self._key("retries"), retry_id)
+                pipe.zrem(self._key("retries", "due"), retry_id)
+                return await pipe.execute()
+
+        await self._call(op)
+
+    async def scheduled(self) -> int:
+        key = self._key("retries", "due")
+        return int(await self._call(lambda: self._redis.zcard(key)))
 
     async def close(self) -> None:
         if self._owns_client:

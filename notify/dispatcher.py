@@ -1,14 +1,20 @@
 """The notifier loop: outbox -> webhooks to every target + the status topic -> ack.
 
 Each outbox entry stays unacknowledged until the status topic has the event and every target
-has reached a final outcome (delivered, refused, dead-lettered, disabled). Retries wait in
-memory, one task per (entry, target), so a slow endpoint never holds back other events. After
-a crash the store hands the unacked entry out again and the delivery resumes from the delivery
-log (attempt number, next due time); anything sent again carries the same ``webhook-id``,
-which is at-least-once delivery with receiver-side deduplication.
+has either reached a final outcome (delivered, refused, dead-lettered, disabled) or has its
+next attempt waiting in the delivery log's schedule (``ScheduledRetry``, due by time). A retry
+never waits in memory: an endpoint that fails or hangs for hours leaves its retries in the
+schedule and nothing in hand, so the outbox goes on being read and every other tenant's events
+go out. Each endpoint has a bounded share of the attempts under way
+(``notify.max_concurrency_per_endpoint``); an endpoint over its failure budget is disabled
+(``EndpointHealth``) and its tenant told with an ``endpoint.disabled`` event on the status
+topic. After a crash the store hands an unacked entry out again, and a retry held by a notifier
+that went away is due again after ``reclaim_after_s``; the delivery resumes from the delivery
+log (attempt number, next due time), and anything sent again carries the same ``webhook-id``:
+at-least-once delivery with receiver-side deduplication.
 
-``stop()`` is graceful: reading stops, waiting retries are abandoned (left unacked), and HTTP
-attempts already under way get up to ``drain_timeout_s`` to finish and ack their entries.
+``stop()`` is graceful: reading stops, and HTTP attempts already under way get up to
+``drain_timeout_s`` to finish and ack their entries (or reschedule their retries).
 """
 
 from __future__ import annotations
@@ -26,19 +32,22 @@ from core.errors import Abandoned, ReelsenseError
 from core.retry import HALF_JITTER, RetryFailure, RetryPolicy, sleep_unless_stopped
 from core.urls import redact_url
 from notify.attempt_log import last_attempt, record_attempt
+from notify.attempts import WebhookAttempts
 from notify.base import (
     DeliveryLog,
     DeliveryResult,
     EndpointState,
     Outcome,
+    ScheduledRetry,
     StatusPublisher,
     WebhookDelivery,
     WebhookMessage,
 )
 from notify.delivery_log import MemoryDeliveryLog
-from notify.endpoints import EndpointHealth
+from notify.endpoints import utc_from
 from notify.errors import StatusPublishRefused
 from notify.outbox import InHand, ReclaimingStore, TakenOver, only, targets_for
+from notify.scheduled import ScheduledRetries
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +90,24 @@ class NotificationDispatcher:
             max_s=settings.store_retry_max_s,
             jitter=HALF_JITTER,
         )
-        # Webhooks: the durable schedule; the attempt after the last wait is the last one.
-        spread = settings.jitter
-        self._webhook_retry = RetryPolicy(
-            schedule=settings.retry_schedule_s,
-            jitter=(max(0.0, 1 - spread), 1 + spread),
-            max_attempts=len(settings.retry_schedule_s) + 1,
+        self.attempts = WebhookAttempts(
+            sender,
+            self.delivery_log,
+            settings,
+            clock=clock,
+            rng=self._rng,
+            on_disabled=self._announce_disabled,
         )
-        self.health = EndpointHealth(self.delivery_log, settings, clock)
+        self.retries = ScheduledRetries(
+            self.delivery_log,
+            self.attempts,
+            settings,
+            clock=clock,
+            persist=self._retry,
+            wait=self._wait,
+        )
         self._entries: dict[str, InHand] = {}
-        self._slots = asyncio.Semaphore(settings.max_concurrency)
+        self._notices: set[asyncio.Task[None]] = set()  # endpoint.disabled being published
         self._room = asyncio.Event()
         self._stopping = asyncio.Event()
         self._started = False
@@ -100,6 +117,11 @@ class NotificationDispatcher:
     def pending(self) -> int:
         """Outbox entries taken and not yet acknowledged."""
         return len(self._entries)
+
+    async def settled(self) -> bool:
+        """Nothing in hand and no retry waiting in the schedule: every message this notifier
+        knows of has reached its final outcome."""
+        return not self._entries and await self.delivery_log.scheduled() == 0
 
     async def run(self) -> None:
         """Read, deliver and ack until ``stop()``; unfinished entries stay unacked."""
@@ -112,6 +134,7 @@ class NotificationDispatcher:
             if isinstance(self._store, ReclaimingStore)
             else None
         )
+        scheduled = asyncio.create_task(self.retries.run(self._stopping), name="notify-retries")
         try:
             await self._read_loop()
         finally:
@@ -119,11 +142,13 @@ class NotificationDispatcher:
             if reclaim is not None:
                 reclaim.cancel()
             tasks = [e.task for e in self._entries.values() if e.task is not None]
+            tasks += [*self.retries.tasks, *self._notices]
             if tasks and self._settings.drain_timeout_s > 0:
                 await asyncio.wait(tasks, timeout=self._settings.drain_timeout_s)
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, *([reclaim] if reclaim else []), return_exceptions=True)
+            loops = [scheduled, *([reclaim] if reclaim else [])]
+            await asyncio.gather(*tasks, *loops, return_exceptions=True)
             self._entries.clear()
             await self._close_clients()
 
@@ -142,7 +167,7 @@ class NotificationDispatcher:
 
     async def enable_endpoint(self, url: str) -> None:
         """Re-enable an endpoint an operator has fixed; its failure streak starts over."""
-        await self.health.save(EndpointState(url=url))
+        await self.attempts.health.save(EndpointState(url=url))
 
     async def _reclaim_loop(self) -> None:
         """Keep the entries in hand, and take over entries of notifiers that went away
@@ -290,76 +315,64 @@ class NotificationDispatcher:
             )
 
     async def _deliver(self, entry: InHand, target: str) -> None:
-        """All attempts of one message to one target, resumed from the log after a restart.
-
-        The log and the endpoint state know the target without its credentials."""
+        """The first attempt of one message to one target (or the next, resumed from the log
+        after a restart), when it is due and the endpoint has room; any later one goes to the
+        schedule. The log and the endpoint state know the target without its credentials."""
         url, target = target, redact_url(target)
         attempt, due = 1, self._clock()
-        while True:
-            if entry.taken_over:
-                raise TakenOver
-            # The log first, before every attempt: what an earlier life of this notifier, or
-            # another notifier that held the entry, did is not done again.
-            last = await last_attempt(self.delivery_log, entry.message.id, target)
-            if last is not None and last.attempt >= attempt:
-                if last.outcome.final:
-                    entry.outcomes[target] = last.outcome
-                    return
-                attempt = last.attempt + 1
-                if last.next_retry_at is not None:
-                    due = last.next_retry_at.timestamp()
-            if due > self._clock():
-                await self._wait(due - self._clock())
-                continue  # the log again: another holder may have made this attempt
+        if entry.taken_over:
+            raise TakenOver
+        # The log first: what an earlier life of this notifier, or another notifier that held
+        # the entry, did is not done again.
+        last = await last_attempt(self.delivery_log, entry.message.id, target)
+        if last is not None:
+            if last.outcome.final:
+                entry.outcomes[target] = last.outcome
+                return
+            attempt = last.attempt + 1
+            if last.next_retry_at is not None:
+                due = last.next_retry_at.timestamp()
+        shares = self.attempts.shares
+        if due <= self._clock() and shares.take(target):
             entry.sending += 1
             try:
-                outcome, next_at = await self._attempt(entry, url, target, attempt)
+                outcome, next_at = await self.attempts.make(entry, url, target, attempt)
             finally:
                 entry.sending -= 1
+                shares.give(target)
             if outcome.final:
                 entry.outcomes[target] = outcome
                 return
             assert next_at is not None
             attempt, due = attempt + 1, next_at
-
-    async def _attempt(
-        self, entry: InHand, url: str, target: str, attempt: int
-    ) -> tuple[Outcome, float | None]:
-        """One attempt, recorded in the log; its outcome and when to try again."""
-        state = await self.health.get(target)
-        if state.disabled:
-            result = DeliveryResult(
-                Outcome.DISABLED, code="webhook_endpoint_disabled", detail="not sent"
-            )
-        else:
-            async with self._slots:
-                result = await self._sender.deliver(url, entry.message)
-            state = await self.health.update(target, result)
-        outcome, next_at = self._next(result, state, attempt)
-        await record_attempt(
-            self.delivery_log,
-            entry,
-            target=target,
-            attempt=attempt,
-            outcome=outcome,
-            result=result,
-            at=self._clock(),
-            next_at=next_at,
+        retry = ScheduledRetry(
+            event=entry.event, url=url, target=target, attempt=attempt, due_at=due
         )
-        return outcome, next_at
+        await self.retries.schedule(retry)
 
-    def _next(
-        self, result: DeliveryResult, state: EndpointState, attempt: int
-    ) -> tuple[Outcome, float | None]:
-        """The attempt's final word, and when to try again if it is a retry."""
-        if result.outcome is not Outcome.RETRY:
-            return result.outcome, None
-        if state.disabled:
-            return Outcome.DISABLED, None
-        if self._webhook_retry.exhausted(attempt):
-            return Outcome.DEAD_LETTERED, None
-        delay = self._webhook_retry.delay(attempt, retry_after=result.retry_after, rng=self._rng)
-        return Outcome.RETRY, self._clock() + delay
+    def _announce_disabled(self, event: OutboxEvent, state: EndpointState) -> None:
+        """``endpoint.disabled`` on the status topic, for the tenant whose message disabled
+        the endpoint: its webhooks no longer reach it, so the stream tells it."""
+        log.warning("webhook endpoint %s disabled (%s)", state.url, state.disabled_reason)
+        publisher = self._publisher
+        if publisher is None:
+            return
+        notice = OutboxEvent(
+            type="endpoint.disabled",
+            video_id=event.video_id,
+            tenant=event.tenant,
+            pipeline_version=event.pipeline_version,
+            data={"endpoint": state.url, "reason": state.disabled_reason},
+            timestamp=utc_from(self._clock()),
+        )
+
+        async def publish() -> None:
+            with contextlib.suppress(Abandoned, ReelsenseError):
+                await self._retry("endpoint notice", lambda: publisher.publish(notice))
+
+        task = asyncio.create_task(publish(), name="notify-endpoint-disabled")
+        self._notices.add(task)  # drained at stop like an attempt
+        task.add_done_callback(self._notices.discard)
 
     async def _retry(self, what: str, op: Callable[[], Awaitable[None]]) -> None:
         """Retryable failures of the store or the broker: back off until it works."""

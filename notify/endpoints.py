@@ -8,6 +8,7 @@ short, which only delays a disable a little.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -93,3 +94,26 @@ class EndpointHealth:
             await self._log.save_endpoint(state)
         except ReelsenseError as exc:
             log.warning("endpoint state of %s not saved: %s", state.url, exc)
+
+
+class EndpointShares:
+    """Attempts under way per endpoint, ``per_endpoint`` at most: an endpoint that hangs or
+    answers slowly holds that many of the notifier's connections, never all of them. Taken
+    and given back on the loop, with no await between the check and the count."""
+
+    def __init__(self, per_endpoint: int) -> None:
+        self._per_endpoint = per_endpoint
+        self._busy: Counter[str] = Counter()
+
+    def take(self, target: str) -> bool:
+        """One more attempt to ``target`` may start now (and is counted); False when its
+        share is in use."""
+        if self._busy[target] >= self._per_endpoint:
+            return False
+        self._busy[target] += 1
+        return True
+
+    def give(self, target: str) -> None:
+        self._busy[target] -= 1
+        if self._busy[target] <= 0:
+            del self._busy[target]

@@ -34,5 +34,6 @@ def notify_settings(**kw: Any) -> NotifySettings:
         "retry_schedule_s": (0.2, 0.5, 1.0),
         "jitter": 0.1,
         "read_block_ms": 200,
+        "retry_poll_s": 0.05,
     }
     return NotifySettings(**{**base, **kw})

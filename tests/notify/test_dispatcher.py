@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,6 +53,14 @@ class Ctx:
 
     async def all_acked(self) -> bool:
         return await self.outbox_len() == 0
+
+    def settled(self, dispatcher: NotificationDispatcher) -> Callable[[], Awaitable[bool]]:
+        """Every entry acked and nothing left in the dispatcher's retry schedule."""
+
+        async def check() -> bool:
+            return await self.all_acked() and await dispatcher.settled()
+
+        return check
 
     async def finish(self, video_id: str, *, callback: str | None = None, **kw: Any) -> OutboxEvent:
         """Claim and mark the video done (or failed), which appends its outbox entry."""
@@ -141,7 +150,7 @@ async def test_mark_done_delivers_a_signed_webhook_and_acks(
     assert await ctx.outbox_len() == 1
     async with running(make_dispatcher(ctx, notify_settings(), publisher=publisher)) as d:
         await ctx.receiver.wait_for(1)
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         assert d.acked == 1
         [attempt] = await attempts_of(d, event)
     [got] = ctx.receiver.requests
@@ -166,7 +175,7 @@ async def test_an_event_the_status_topic_refuses_is_dead_lettered_not_retried(
         "v-big", callback=ctx.receiver.url("/cb"), data={"blob": "x" * (2 * 1024 * 1024)}
     )
     async with running(make_dispatcher(ctx, notify_settings(), publisher=publisher)) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         letters = {x.target: x for x in await d.delivery_log.dead_letters(10)}
     assert {x.webhook_id for x in letters.values()} == {event.webhook_id}
     kafka = letters[f"kafka:{topic}"]
@@ -191,8 +200,8 @@ async def test_subscriptions_match_tenant_and_event_type(ctx: Ctx) -> None:
     )
     done = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     failed = await ctx.finish("v2", type="video.failed")
-    async with running(make_dispatcher(ctx, settings)):
-        await eventually(ctx.all_acked)
+    async with running(make_dispatcher(ctx, settings)) as d:
+        await eventually(ctx.settled(d))
     by_path = {(r.path, r.webhook_id) for r in ctx.receiver.requests}
     assert by_path == {
         ("/cb", done.webhook_id),
@@ -208,7 +217,7 @@ async def test_retries_then_success_with_the_same_id(ctx: Ctx) -> None:
     ctx.receiver.script("/cb", [500, Reply(503, body="busy"), 200])
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     async with running(make_dispatcher(ctx, notify_settings())) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         attempts = await attempts_of(d, event)
     got = ctx.receiver.at("/cb")
     assert [r.status for r in got] == [500, 503, 200]
@@ -230,9 +239,9 @@ async def test_gone_endpoint_is_disabled_and_remembered(ctx: Ctx) -> None:
     url = ctx.receiver.url("/gone")
     first = await ctx.finish("v1", callback=url)
     async with running(make_dispatcher(ctx, notify_settings())) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         second = await ctx.finish("v2", callback=url)
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         state = await d.delivery_log.endpoint(url)
         [a1] = await attempts_of(d, first)
         [a2] = await attempts_of(d, second)
@@ -255,7 +264,7 @@ async def test_endpoint_disabled_after_consecutive_failures(ctx: Ctx) -> None:
     settings = notify_settings(disable_after_failures=2, retry_schedule_s=(0.1,) * 5)
     event = await ctx.finish("v1", callback=ctx.receiver.url("/flaky"))
     async with running(make_dispatcher(ctx, settings)) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         attempts = await attempts_of(d, event)
         state = await d.delivery_log.endpoint(ctx.receiver.url("/flaky"))
     assert [(a.attempt, a.outcome) for a in attempts] == [
@@ -277,7 +286,7 @@ async def test_retry_after_is_honoured(ctx: Ctx) -> None:
     settings = notify_settings(retry_schedule_s=(60.0,), jitter=0.0)
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     async with running(make_dispatcher(ctx, settings)) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         first, second = await attempts_of(d, event)
     assert (first.outcome, first.status_code) == (Outcome.RETRY, 429)
     assert first.next_retry_at is not None
@@ -291,7 +300,7 @@ async def test_redirect_is_a_failure_and_ends_dead_lettered(ctx: Ctx) -> None:
     settings = notify_settings(retry_schedule_s=(0.1, 0.2))
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     async with running(make_dispatcher(ctx, settings)) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         attempts = await attempts_of(d, event)
         [letter] = await d.delivery_log.dead_letters()
     assert ctx.receiver.at("/elsewhere") == []
@@ -305,7 +314,7 @@ async def test_rejected_message_is_not_retried(ctx: Ctx) -> None:
     ctx.receiver.script("/cb", [Reply(422, body="unknown field")])
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     async with running(make_dispatcher(ctx, notify_settings())) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         [attempt] = await attempts_of(d, event)
     assert (attempt.outcome, attempt.code, attempt.detail) == (
         Outcome.FAILED,
@@ -319,7 +328,7 @@ async def test_credentials_in_the_url_are_sent_but_never_logged(ctx: Ctx) -> Non
     url = f"http://hook:s3cret@127.0.0.1:{ctx.receiver.port}/cb"
     event = await ctx.finish("v1", callback=url)
     async with running(make_dispatcher(ctx, notify_settings())) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         [attempt] = await attempts_of(d, event)
         endpoints = await d.delivery_log.endpoints()
     [got] = ctx.receiver.requests
@@ -333,7 +342,7 @@ async def test_private_target_refused_when_not_allowed(ctx: Ctx) -> None:
     settings = notify_settings(allow_private_targets=False)
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     async with running(make_dispatcher(ctx, settings)) as d:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         [attempt] = await attempts_of(d, event)
     assert (attempt.outcome, attempt.code) == (Outcome.FAILED, "webhook_target_refused")
     assert ctx.receiver.requests == []
@@ -351,7 +360,7 @@ async def test_receiver_down_then_up_every_event_delivered_once_by_id(ctx: Ctx) 
 
         await eventually(all_failed_once)
         await ctx.receiver.start()
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(d))
         first_attempts = [(await attempts_of(d, e))[0] for e in events]
     assert {a.code for a in first_attempts} == {"webhook_connect_failed"}
     assert ctx.receiver.delivered_ids("/cb") == {e.webhook_id for e in events}
@@ -366,13 +375,14 @@ async def test_crash_before_delivery_then_restart_resumes_with_the_same_id(ctx: 
     async with running(make_dispatcher(ctx, settings, delivery_log=log1)) as first:
         await ctx.receiver.wait_for(1)
         await eventually(lambda: _has_attempts(first, event, 1))
+    # Stopped mid-retry: the entry is acked, its retry waits in the log's schedule.
+    assert await ctx.outbox_len() == 0
+    assert await log1.scheduled() == 1
     await log1.close()
-    # Stopped mid-retry: the entry is still in the outbox, unacked.
-    assert await ctx.outbox_len() == 1
     ctx.receiver.clear_scripts()
     log2 = ctx.redis_log()
     async with running(make_dispatcher(ctx, settings, delivery_log=log2)) as second:
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(second))
         attempts = await attempts_of(second, event)
     await log2.close()
     assert [r.webhook_id for r in ctx.receiver.requests] == [event.webhook_id] * 2
@@ -449,8 +459,8 @@ async def test_crash_after_delivery_before_ack(
     log2 = ctx.redis_log() if durable_log else MemoryDeliveryLog()
     async with running(
         make_dispatcher(ctx, notify_settings(), publisher=publisher, delivery_log=log2)
-    ):
-        await eventually(ctx.all_acked)
+    ) as d:
+        await eventually(ctx.settled(d))
     await log2.close()
     ids = [r.webhook_id for r in ctx.receiver.requests]
     assert ids == [event.webhook_id] * (1 if durable_log else 2)
@@ -460,19 +470,18 @@ async def test_crash_after_delivery_before_ack(
 
 
 async def test_entries_of_a_vanished_notifier_are_taken_over(ctx: Ctx) -> None:
-    ctx.receiver.script("/cb", [500])
-    settings = notify_settings(
-        retry_schedule_s=(30.0,), reclaim_after_s=0.3, reclaim_interval_s=0.2
-    )
+    """The notifier went away during its first attempt (cut, not answered): its entry, left
+    unacked, is taken over once idle for reclaim_after_s and sent by the survivor."""
+    ctx.receiver.script("/cb", [Reply(200, delay_s=5)])
+    settings = notify_settings(reclaim_after_s=0.3, reclaim_interval_s=0.2, drain_timeout_s=0)
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     async with running(make_dispatcher(ctx, settings, name="gone")):
-        await ctx.receiver.wait_for(1)
-    async with running(make_dispatcher(ctx, settings, name="survivor")):
-        await eventually(ctx.all_acked)
-    assert [(r.webhook_id, r.status) for r in ctx.receiver.requests] == [
-        (event.webhook_id, 500),
-        (event.webhook_id, 200),
-    ]
+        await eventually(lambda: _request_started(ctx))
+    assert await ctx.outbox_len() == 1
+    async with running(make_dispatcher(ctx, settings, name="survivor")) as survivor:
+        await eventually(ctx.settled(survivor))
+    assert {r.webhook_id for r in ctx.receiver.requests} == {event.webhook_id}
+    assert ctx.receiver.delivered_ids() == {event.webhook_id}
 
 
 async def test_two_live_notifiers_send_each_attempt_once(ctx: Ctx) -> None:
@@ -485,10 +494,10 @@ async def test_two_live_notifiers_send_each_attempt_once(ctx: Ctx) -> None:
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     log1, log2 = ctx.redis_log(), ctx.redis_log()  # one log in Redis, as in production
     async with (
-        running(make_dispatcher(ctx, settings, name="n1", delivery_log=log1)),
+        running(make_dispatcher(ctx, settings, name="n1", delivery_log=log1)) as first,
         running(make_dispatcher(ctx, settings, name="n2", delivery_log=log2)),
     ):
-        await eventually(ctx.all_acked)
+        await eventually(ctx.settled(first))  # one log: first's schedule is both's
     assert [r.status for r in ctx.receiver.requests] == [500, 500, 200]
     attempts = await log1.attempts(event.webhook_id)
     assert [(a.attempt, a.outcome) for a in attempts] == [
@@ -500,24 +509,26 @@ async def test_two_live_notifiers_send_each_attempt_once(ctx: Ctx) -> None:
     await log2.close()
 
 
-async def test_a_notifier_whose_entry_was_taken_over_stops_sending_it(ctx: Ctx) -> None:
-    """As if the holder had stalled past reclaim_after_s: another notifier takes the entry
-    over; the first one lets go at its next renewal and only the new holder retries."""
+async def test_a_retry_held_by_a_notifier_that_went_away_is_made_by_another(ctx: Ctx) -> None:
+    """A notifier took a due retry from the schedule and went away before making it (or
+    stalled past its hold): once the hold of reclaim_after_s runs out the retry is due again,
+    and the live notifier makes that attempt, once."""
     ctx.receiver.script("/cb", [500])
-    settings = notify_settings(retry_schedule_s=(3.0,), reclaim_interval_s=0.1)
+    settings = notify_settings(
+        retry_schedule_s=(1.0,), jitter=0.0, reclaim_after_s=1.0, reclaim_interval_s=0.2
+    )
     event = await ctx.finish("v1", callback=ctx.receiver.url("/cb"))
     log1, log2 = ctx.redis_log(), ctx.redis_log()
-    async with running(make_dispatcher(ctx, settings, name="n1", delivery_log=log1)) as first:
+    async with running(make_dispatcher(ctx, settings, name="n1", delivery_log=log1)):
         await ctx.receiver.wait_for(1)
-        [(_, taken)] = await ctx.store.reclaim_outbox("n2", 0)
-        assert taken.webhook_id == event.webhook_id
-
-        async def let_go() -> bool:
-            return first.pending == 0
-
-        await eventually(let_go, timeout_s=2)  # well before its retry is due
-        async with running(make_dispatcher(ctx, settings, name="n2", delivery_log=log2)):
-            await eventually(ctx.all_acked)
+        await eventually(ctx.all_acked)  # stopped before its retry is due
+    await asyncio.sleep(1.1)
+    [held] = await log1.take_due(time.time(), limit=10, hold_s=1.0)  # n1's last act
+    assert (held.event.webhook_id, held.attempt) == (event.webhook_id, 2)
+    async with running(make_dispatcher(ctx, settings, name="n2", delivery_log=log2)) as second:
+        await asyncio.sleep(0.5)
+        assert len(ctx.receiver.requests) == 1  # still held by n1
+        await eventually(ctx.settled(second))
     assert [r.status for r in ctx.receiver.requests] == [500, 200]
     assert [a.attempt for a in await log2.attempts(event.webhook_id)] == [1, 2]
     await log1.close()
@@ -550,3 +561,93 @@ def test_targets_for_deduplicates_and_filters() -> None:
         "http://c/1",
     ]
     assert targets_for(make_event(), ()) == []
+
+
+class _Blackhole:
+    """An endpoint that takes connections and never answers (a hung server, a firewall that
+    drops replies): it counts the connections it holds at once."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.most_open = 0
+        self.accepted = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._hold, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/hook"
+
+    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.open += 1
+        self.accepted += 1
+        self.most_open = max(self.most_open, self.open)
+        self._writers.append(writer)
+        try:
+            await reader.read()  # until the client gives up and closes
+        finally:
+            self.open -= 1
+            writer.close()
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        await self._server.wait_closed()
+
+
+async def test_a_dead_endpoint_of_one_tenant_stops_no_other_tenants_webhooks(
+    ctx: Ctx, kafka_bootstrap: str, unique: str
+) -> None:
+    """acme's endpoint takes connections and never answers; its retries wait in the schedule,
+    not in hand: with room for 3 entries in hand, 12 of acme's events come first, and
+    globex's events behind them are still delivered at once. acme's endpoint never holds more
+    than its share of the connections, and all of acme's messages wait to be retried."""
+    hole = _Blackhole()
+    dead = await hole.start()
+    settings = notify_settings(
+        max_pending_events=3,
+        max_concurrency=6,
+        max_concurrency_per_endpoint=2,
+        timeout_s=1.0,
+        retry_schedule_s=(3600.0,),
+    )
+    acme = [await ctx.finish(f"a{i}", callback=dead) for i in range(12)]
+    globex = [
+        await ctx.finish(f"g{i}", callback=ctx.receiver.url("/globex"), tenant="globex")
+        for i in range(3)
+    ]
+    log = ctx.redis_log()
+    try:
+        async with running(make_dispatcher(ctx, settings, delivery_log=log)) as d:
+            await ctx.receiver.wait_for(3, path="/globex", timeout_s=30)
+            await eventually(ctx.all_acked, timeout_s=30)
+            assert await log.scheduled() == len(acme)
+            assert d.pending == 0
+    finally:
+        await hole.stop()
+        await log.close()
+    assert ctx.receiver.delivered_ids("/globex") == {e.webhook_id for e in globex}
+    assert hole.most_open <= 2
+    assert hole.accepted >= 2  # its first attempts were made, as its share allowed
+
+
+async def test_a_disabled_endpoint_is_announced_to_its_tenant_on_the_status_topic(
+    ctx: Ctx, kafka_bootstrap: str, unique: str
+) -> None:
+    ctx.receiver.script("/gone", [410])
+    topic, publisher = await new_status_topic(kafka_bootstrap, unique)
+    url = ctx.receiver.url("/gone")
+    await ctx.finish("v1", callback=url, tenant="acme")
+    async with running(make_dispatcher(ctx, notify_settings(), publisher=publisher)) as d:
+        await eventually(ctx.settled(d))
+        records = await read_records(kafka_bootstrap, topic, 2)
+    notices = [json.loads(r.value) for r in records if b"endpoint.disabled" in r.value]
+    assert len(notices) == 1
+    [notice] = notices
+    assert notice["type"] == "endpoint.disabled"
+    assert notice["data"]["tenant"] == "acme"
+    assert notice["data"]["endpoint"] == url
+    assert notice["data"]["reason"] == "webhook_endpoint_gone"

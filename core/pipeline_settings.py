@@ -173,6 +173,11 @@ class RaySettings(BaseSettings):
     # more would not end sooner (each after the first also decodes its warm-up, ``stages.ranges``,
     # ``runtime.pools.split``); 0: never split.
     split_min_s: float = Field(default=8.0, ge=0)
+    # Deadlines of the orchestration's calls into the pools: one stage on one chunk, and one
+    # write (the final ones hold a whole video). A replica that hangs (stopped, deadlocked)
+    # then fails the call as an outage (``pool_call_timeout``) instead of holding it for ever.
+    call_timeout_s: float = Field(default=300.0, gt=0)
+    write_timeout_s: float = Field(default=600.0, gt=0)
     # One pool per stage (``core.stage_names``); the ingest replicas take the decode pool's.
     fetch: PoolSettings = PoolSettings()
     decode: PoolSettings = PoolSettings()
@@ -213,6 +218,14 @@ class RuntimeSettings(BaseSettings):
     # An attempt's lease on its video (runtime/lease.py), renewed every third of it: another
     # instance takes a running video over only once its owner let it go or stopped renewing.
     lease_s: float = Field(default=20.0, gt=0)
+    # The lease is renewed only while the attempt makes progress (a chunk, a stage's result, a
+    # write): one that shows none for this long is stopped and retried, and its lease let go,
+    # so a hung attempt never holds its video (and its partition) for ever. Keep it above
+    # ray.call_timeout_s and ray.write_timeout_s (a call's own deadline comes first).
+    stall_s: float = Field(default=600.0, gt=0)
+    # How long a claimant waits for another owner's live attempt before giving the record back
+    # to the consumer's retries (``VideoBusy``); None: as long as the lease is renewed.
+    claim_wait_s: float | None = Field(default=900.0, gt=0)
     # This process's name on the leases; one kept over restarts (a pod name) takes its own
     # videos back at once after a crash. None: a name of its own per process.
     instance_id: str | None = None

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Self
 
@@ -136,13 +136,7 @@ class ServiceProcess(LocalPart):
 
     def replica(self, deployment: str) -> psutil.Process | None:
         """The Serve replica process of ``deployment`` (e.g. ``ocr``) under this service."""
-        suffix = f"ServeReplica:reelsense-pools:{deployment}"
-        for member in self.tree():
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                title = " ".join(member.cmdline()) or member.name()
-                if title.startswith("ray::") and title.split()[0].endswith(suffix):
-                    return member
-        return None
+        return replica_among(self.tree(), deployment)
 
     async def wait_healthy(self, *, timeout_s: float = 240) -> None:
         """Until the API answers /healthz (its stage pools and consumer start with it);
@@ -159,6 +153,17 @@ class ServiceProcess(LocalPart):
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+
+def replica_among(processes: Iterable[psutil.Process], deployment: str) -> psutil.Process | None:
+    """Of ``processes``, the Serve replica of the pools' ``deployment`` (e.g. ``ocr``)."""
+    suffix = f"ServeReplica:reelsense-pools:{deployment}"
+    for member in processes:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            title = " ".join(member.cmdline()) or member.name()
+            if title.startswith("ray::") and title.split()[0].endswith(suffix):
+                return member
+    return None
 
 
 def processes_of_ray_folder(folder: Path) -> list[psutil.Process]:

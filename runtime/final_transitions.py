@@ -91,6 +91,7 @@ class FinalTransitions:
             stage_versions=self._lineage.versions,
             speech=speech,
         )
+        run.heartbeat.beat()  # the write has a deadline of its own (ray.write_timeout_s)
         await self._executor.write(result)
         await self._store.mark_done(
             ref.video_id,

@@ -41,7 +41,7 @@ from core.stage_names import DECODE, EMBED, FETCH
 from runtime.chunk_stages import ChunkStages, DecodeSlots, decoding, resume_point
 from runtime.executor import IngestChunk, IngestItem, StageExecutor, closing
 from runtime.final_transitions import FinalTransitions
-from runtime.lease import Superseded, claim_when_free, holding, owner_id
+from runtime.lease import Heartbeat, Superseded, claim_when_free, holding, owner_id
 from runtime.metrics import PipelineMetrics
 from runtime.partials import PartialResults
 from runtime.reuse import ReusePlan
@@ -134,12 +134,19 @@ class VideoProcessor:
                 if claim.skip:
                     return await self._skipped(ref, claim)
                 refused: PermanentError | None = None
+                heartbeat = Heartbeat()
                 with attempt:
                     try:
                         async with holding(
-                            self._store, ref.video_id, claim.epoch, self._settings.lease_s
+                            self._store,
+                            ref.video_id,
+                            claim.epoch,
+                            self._settings.lease_s,
+                            heartbeat=heartbeat,
+                            stall_s=self._settings.stall_s,
                         ):
-                            await self._run(ref, claim.epoch, fresh=claim.status.attempts == 1)
+                            fresh = claim.status.attempts == 1
+                            await self._run(ref, claim.epoch, heartbeat, fresh=fresh)
                     except PermanentError as exc:
                         refused = exc
                 if isinstance(refused, StaleEpoch):
@@ -165,9 +172,15 @@ class VideoProcessor:
         return "failed"
 
     async def _claim(self, ref: VideoRef, lost: int | None) -> Claim:
-        lease_s = self._settings.lease_s
+        s = self._settings
         return await claim_when_free(
-            self._store, ref, self._version, owner=self._owner, lease_s=lease_s, lost=lost
+            self._store,
+            ref,
+            self._version,
+            owner=self._owner,
+            lease_s=s.lease_s,
+            lost=lost,
+            wait_s=s.claim_wait_s,
         )
 
     async def _skipped(self, ref: VideoRef, claim: Claim) -> str:
@@ -209,7 +222,7 @@ class VideoProcessor:
                 "video %s attempt %d crashed; %s", ref.video_id, attempt, then, exc_info=error
             )
 
-    async def _run(self, ref: VideoRef, epoch: int, *, fresh: bool) -> None:
+    async def _run(self, ref: VideoRef, epoch: int, heartbeat: Heartbeat, *, fresh: bool) -> None:
         earlier = await self._executor.earlier(ref.video_id)
         if earlier is not None and earlier.tenant not in ("", ref.tenant):
             # Redis lost the record, but the sinks know the id as another tenant's video.
@@ -225,7 +238,7 @@ class VideoProcessor:
             return
         reuse = self._plan_reuse(ref, earlier)
         started = time.monotonic()
-        run = VideoRun(ref, epoch, self._store, self._metrics)
+        run = VideoRun(ref, epoch, self._store, self._metrics, heartbeat)
         restored = await self._chunk_stages.restore(run)
         persisted = self._chunks if self._settings.chunk_checkpoints else None
         speech = await SpeechTrack.start(run, self._lineage, earlier, persisted)

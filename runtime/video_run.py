@@ -10,6 +10,7 @@ from checkpoint.base import CheckpointStore
 from core.errors import ReelsenseError
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef
 from runtime.executor import FusedOutputs
+from runtime.lease import Heartbeat
 from runtime.metrics import PipelineMetrics
 
 
@@ -17,9 +18,17 @@ class VideoRun:
     """One attempt at one video: what was decoded, what each stage finished, their times."""
 
     def __init__(
-        self, ref: VideoRef, epoch: int, store: CheckpointStore, metrics: PipelineMetrics
+        self,
+        ref: VideoRef,
+        epoch: int,
+        store: CheckpointStore,
+        metrics: PipelineMetrics,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
+        """``heartbeat``: beaten at every sign of progress, so the attempt's lease is renewed
+        while it progresses (``runtime.lease``)."""
         self.ref = ref
+        self.heartbeat = heartbeat or Heartbeat()
         self.metrics = metrics
         self.epoch = epoch
         self.store = store
@@ -39,6 +48,7 @@ class VideoRun:
         return len(self.seen)
 
     def decoded(self, index: int, last: bool) -> None:
+        self.heartbeat.beat()
         self.seen.add(index)
         if last:
             self.total = index + 1
@@ -47,6 +57,7 @@ class VideoRun:
         self.decoded(chunk.index, chunk.last)
 
     async def progress(self, stage: str, done: int, total: int | None) -> None:
+        self.heartbeat.beat()
         await self.store.advance(self.ref.video_id, self.epoch, stage, done, total)
 
     async def stage_done(self, stage: str) -> None:
@@ -67,6 +78,7 @@ class VideoRun:
             exc.with_stage(stage)
             raise
         finally:
+            self.heartbeat.beat()
             self._returned(stage, frames, time.monotonic() - started, ok=ok)
 
     def record_fused(self, fused: FusedOutputs, frames: int) -> None:

@@ -27,10 +27,19 @@ class RayExecutor(StageExecutor):
     """Drives the Serve stage pools from the orchestrating process."""
 
     def __init__(
-        self, stages: dict[str, bool], *, decode_ahead: int = 2, split_over: int = 0
+        self,
+        stages: dict[str, bool],
+        *,
+        decode_ahead: int = 2,
+        split_over: int = 0,
+        call_timeout_s: float = 300.0,
+        write_timeout_s: float = 600.0,
     ) -> None:
         """``stages``: stage -> whether it is fused into the ingest replicas. ``split_over``:
-        the ingest replicas a video alone may be split over (``runtime.pools.split``)."""
+        the ingest replicas a video alone may be split over (``runtime.pools.split``). The
+        deadlines: of a stage call on one chunk (and the writer's other calls), of a write."""
+        self._call_s = call_timeout_s
+        self._write_s = write_timeout_s
         self._ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
         self._credits: Any | None = None
         self._split = SplitIngest(
@@ -114,7 +123,7 @@ class RayExecutor(StageExecutor):
     async def _stage(self, stage: str, item: PooledChunk | Chunk) -> Chunk:
         """One stage on one chunk: in its pool, or in an ingest replica when fused."""
         pool = self._pools.get(stage)
-        with pool_call():
+        async with pool_call(stage, self._call_s):
             if pool is None:
                 result: Chunk = await self._ingest.analyse.remote(stage, item)
             else:
@@ -122,19 +131,19 @@ class RayExecutor(StageExecutor):
         return result
 
     async def write(self, result: VideoResult) -> None:
-        with pool_call():
+        async with pool_call("write", self._write_s):
             await self._writer.write.remote(result)
 
     async def write_partial(self, parts: Sequence[VideoResult]) -> None:
-        with pool_call():
+        async with pool_call("partial write", self._write_s):
             await self._writer.write_partial.remote(list(parts))
 
     async def drop_partial(self, video_id: str) -> None:
-        with pool_call():
+        async with pool_call("partial drop", self._call_s):
             await self._writer.drop_partial.remote(video_id)
 
     async def earlier(self, video_id: str) -> EarlierResult | None:
-        with pool_call():
+        async with pool_call("earlier result", self._call_s):
             found: EarlierResult | None = await self._writer.earlier.remote(video_id)
         return found
 
@@ -143,11 +152,13 @@ class RayExecutor(StageExecutor):
             ray.kill(self._credits)
 
 
-def _options(config: ServiceConfig) -> dict[str, int]:
+def _options(config: ServiceConfig) -> dict[str, Any]:
     """The executor's settings from the config: a video is split over the ingest replicas
     only where it may be (``ray.split_min_s`` above 0)."""
-    decode = config.ray.decode
+    ray = config.ray
     return {
         "decode_ahead": config.runtime.decode_ahead_chunks,
-        "split_over": decode.max_replicas if config.ray.split_min_s > 0 else 0,
+        "split_over": ray.decode.max_replicas if ray.split_min_s > 0 else 0,
+        "call_timeout_s": ray.call_timeout_s,
+        "write_timeout_s": ray.write_timeout_s,
     }

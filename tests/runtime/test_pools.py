@@ -4,9 +4,11 @@ resources start from its stage's declaration."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import ray
 
@@ -14,6 +16,7 @@ from core.config import PoolSettings, ServiceConfig
 from core.errors import DependencyUnavailable
 from core.records import Chunk, Frame
 from devkit.samples import render_frame
+from devkit.service_process import replica_among
 from models.errors import InvalidImage
 from runtime.executor import PooledChunk
 from runtime.pools.application import deployment_options
@@ -108,6 +111,48 @@ async def test_a_replica_that_dies_under_a_call_is_an_outage_not_a_failure(
         assert lost.value.code == "pool_unavailable"
         assert isinstance(lost.value, DependencyUnavailable)
     finally:
+        await executor.close()
+
+
+def _replica_process(deployment: str) -> psutil.Process:
+    """This test process's own replica of ``deployment`` (other test workers run pools of the
+    same names under Rays of their own)."""
+    found = replica_among(psutil.Process().children(recursive=True), deployment)
+    assert found is not None, f"no replica of {deployment}"
+    return found
+
+
+@pytest.mark.slow
+async def test_a_replica_that_hangs_fails_the_call_at_its_deadline(
+    tmp_path: Path, redis_url: str, serve_apps: None
+) -> None:
+    """The OCR replica stops answering (SIGSTOP: alive, holding its connections, silent): the
+    call ends at ``ray.call_timeout_s`` as ``PoolUnavailable`` (``pool_call_timeout``, an
+    outage), never waiting for ever; once the replica runs again, calls are answered."""
+    config = ServiceConfig.load(
+        redis={"url": redis_url, "key_prefix": f"pools-{tmp_path.name}"},
+        storage={"lance_uri": str(tmp_path / "lance"), "object_store_uri": str(tmp_path / "obj")},
+        ray={"call_timeout_s": 3.0, "ocr": {"max_batch_size": 1}},
+        runtime={"workdir": str(tmp_path / "work")},
+    )
+    executor = await asyncio.to_thread(RayExecutor.deploy, config)
+    chunk = one_frame("video-1", render_frame(["GOOD 1"]))
+
+    def ticket() -> PooledChunk:
+        return PooledChunk(chunk.video_id, 0, 1, True, pixels=ray.put(chunk))
+
+    replica = _replica_process("ocr")
+    try:
+        replica.suspend()
+        with pytest.raises(PoolUnavailable) as hung:
+            await asyncio.wait_for(executor.analyse("ocr", ticket()), timeout=60)
+        assert hung.value.code == "pool_call_timeout"
+        replica.resume()
+        read = await executor.analyse("ocr", ticket())
+        assert normalise(read.frames[0].ocr_text) == "good1"
+    finally:
+        with contextlib.suppress(psutil.Error):
+            replica.resume()
         await executor.close()
 
 

@@ -20,12 +20,13 @@ from pydantic import SecretStr
 
 from checkpoint.base import OutboxEvent, VideoState, VideoStatus
 from checkpoint.chunk_store import ChunkStore
-from checkpoint.errors import StaleEpoch, VideoIdTaken
+from checkpoint.errors import StaleEpoch, VideoBusy, VideoIdTaken
 from checkpoint.redis_store import RedisCheckpointStore
 from consumers.base import RecordInfo
 from consumers.errors import InvalidEvent
 from consumers.events import parse_event
 from core.config import ServiceConfig, StorageSettings
+from core.errors import RetryableError
 from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
 from core.speech import SpeechEnd, SpeechPart
 from core.stage_names import DECODE
@@ -34,7 +35,7 @@ from devkit.services import moto_server
 from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.embedding import resolve_model_path
 from runtime.executor import IngestItem, PooledChunk
-from runtime.lease import holding
+from runtime.lease import AttemptStalled, Heartbeat, claim_when_free, holding
 from runtime.local_executor import LocalExecutor
 from runtime.messages import DONE_TEXT_CHARS, done_message_data
 from runtime.processor import VideoProcessor
@@ -759,3 +760,45 @@ async def test_a_renewal_after_the_attempt_recorded_its_outcome_stops_nothing(
     status = await store.get(ref.video_id)
     assert status is not None
     assert (status.status, status.epoch) == (VideoState.DONE, claim.epoch)
+
+
+async def test_an_attempt_silent_past_stall_s_is_stopped_and_lets_its_video_go(
+    store: RedisCheckpointStore,
+) -> None:
+    """The lease is renewed only while the attempt beats: one that beats keeps its video from
+    another owner; one silent for ``stall_s`` (a stage that never answers) is cancelled with
+    ``AttemptStalled`` and its lease let go, so the next owner claims the video at once."""
+    ref = VideoRef("hangs", "file:///videos/hangs.mp4")
+    await store.mark_queued(ref, "pv")
+    claim = await store.claim(ref, "pv", owner="me", lease_s=0.6)
+    heartbeat = Heartbeat()
+
+    async def beating() -> None:
+        for _ in range(10):  # 2 s, past stall_s, but never silent that long
+            heartbeat.beat()
+            await asyncio.sleep(0.2)
+        with pytest.raises(VideoBusy):
+            await store.claim(ref, "pv", owner="other", lease_s=0.6)
+        await asyncio.sleep(30)  # then it hangs
+
+    with pytest.raises(AttemptStalled) as stalled:
+        async with holding(
+            store, ref.video_id, claim.epoch, lease_s=0.6, heartbeat=heartbeat, stall_s=1.0
+        ):
+            await asyncio.wait_for(beating(), timeout=20)
+    assert stalled.value.code == "attempt_stalled"
+    assert isinstance(stalled.value, RetryableError)
+    taken = await store.claim(ref, "pv", owner="other", lease_s=0.6)  # no wait for a lapse
+    assert taken.epoch == claim.epoch + 1
+
+
+async def test_a_claimant_waits_for_a_live_owner_only_so_long(
+    store: RedisCheckpointStore,
+) -> None:
+    ref = VideoRef("held-long", "file:///videos/held-long.mp4")
+    await store.mark_queued(ref, "pv")
+    await store.claim(ref, "pv", owner="live", lease_s=30)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(VideoBusy):
+        await claim_when_free(store, ref, "pv", owner="me", lease_s=30, lost=None, wait_s=0.5)
+    assert asyncio.get_running_loop().time() - started < 25  # gave up, not waited out the lease

@@ -30,7 +30,7 @@ import numpy as np
 from bench.modes.common import RunSpec, bench_videos, cores, quiet_environment
 from bench.pipeline import ROOT, run_mode
 from bench.summary import summarize
-from checkpoint.chunk_store import ChunkStore
+from checkpoint.chunk_store import ChunkStore, chunk_origin
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import RedisSettings
 from core.records import Chunk, Frame, OcrLine, VideoRef
@@ -123,7 +123,7 @@ async def _checkpoint_cost(work: Path, chunk_frames: int, samples: int) -> dict[
                 claim = await store.claim(ref, "vbench")
                 chunk = _chunk(ref.video_id, chunk_frames, rng)
                 started = time.perf_counter()
-                await asyncio.to_thread(chunks.put, "vbench", chunk)
+                await asyncio.to_thread(chunks.put, "vbench", chunk, chunk_origin(ref))
                 stored = time.perf_counter()
                 await store.mark_chunk(ref.video_id, claim.epoch, 0, restored=False, total=None)
                 put_ms.append(1000 * (stored - started))

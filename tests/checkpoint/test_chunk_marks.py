@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from checkpoint.base import OutboxEvent
-from checkpoint.chunk_store import ChunkStore, decode_chunk, encode_chunk
+from checkpoint.chunk_store import ChunkStore, chunk_origin, decode_chunk, encode_chunk
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.records import Chunk, Frame, OcrLine, VideoRef
@@ -61,12 +61,15 @@ def test_chunk_outputs_round_trip_exactly(tmp_path: Path) -> None:
             assert got.embedding is not None
             assert np.array_equal(got.embedding, want.embedding)
     chunks = ChunkStore(LocalObjectStore(str(tmp_path)))
-    chunks.put(V1, original)
-    chunks.put(V1, chunk(4))
-    assert chunks.get("v1", V1, 3) is not None
-    assert chunks.get("v1", V2, 3) is None
+    origin = chunk_origin(VideoRef("v1", "s3://uploads/acme/v1.mp4", tenant="acme"))
+    chunks.put(V1, original, origin)
+    chunks.put(V1, chunk(4), origin)
+    assert chunks.get("v1", V1, 3, origin) is not None
+    assert chunks.get("v1", V2, 3, origin) is None
+    elsewhere = chunk_origin(VideoRef("v1", "s3://uploads/globex/v1.mp4", tenant="globex"))
+    assert chunks.get("v1", V1, 3, elsewhere) is None  # another tenant's, another source
     assert chunks.delete_video("v1", V1) == 2
-    assert chunks.get("v1", V1, 3) is None
+    assert chunks.get("v1", V1, 3, origin) is None
 
 
 def test_image_embeddings_round_trip_and_older_chunks_have_none() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from bench.speech_media import espeak_path, speak_over
 from checkpoint.base import VideoState
-from checkpoint.chunk_store import ChunkStore
+from checkpoint.chunk_store import ChunkStore, chunk_origin
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import Chunk, VideoRef, VideoResult
@@ -212,7 +212,7 @@ async def test_a_crash_resumes_speech_after_its_last_persisted_window(
     finally:
         executor.stall_after = None
     parts, end = ChunkStore(LocalObjectStore(config.storage.object_store_uri)).speech(
-        ref.video_id, Pipeline.from_config(config).version
+        ref.video_id, Pipeline.from_config(config).version, chunk_origin(ref)
     )
     assert end is None
     persisted = len(parts)

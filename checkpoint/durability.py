@@ -20,6 +20,12 @@ timeout writes nothing, a skip only reads, and redis-py's pool may hand WAITAOF 
 connection than the script's. So the transition, a barrier write (``{prefix}:durable``) and
 WAITAOF go down one connection in one pipeline; the AOF is one log, so once the barrier is on
 disk, everything written before it is too.
+
+A primary's own disk does not survive a failover: the replica promoted may never have received
+the transition. With ``redis.replicas_to_confirm`` N above 0, the wait also counts replicas:
+``WAITAOF 1 N`` (on the replicas' disks too), or ``WAIT N`` where the server has no WAITAOF
+(in the replicas' memory). Fewer replicas answering in time is ``checkpoint_not_durable`` as
+well: the offset waits, and the video with it, until enough replicas are back.
 """
 
 from __future__ import annotations
@@ -99,11 +105,15 @@ class Durability:
         self.mode = mode
         return mode
 
+    @property
+    def _waits(self) -> bool:
+        return self.mode is DurabilityMode.WAITAOF or self._settings.replicas_to_confirm > 0
+
     async def run_final(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """Run a final transition's script; its reply once the transition is on disk."""
-        mode = self.mode or await self.check()
+        self.mode or await self.check()
         async with boundary():
-            if mode is not DurabilityMode.WAITAOF:
+            if not self._waits:
                 return await script(keys=keys, args=args)
             async with self._redis.pipeline(transaction=False) as pipe:
                 await script(keys=keys, args=args, client=pipe)
@@ -114,26 +124,39 @@ class Durability:
     async def confirm(self) -> None:
         """Return once everything written so far is on disk (``claim`` answered skip: the
         offset is committed on a transition an earlier attempt may have left unconfirmed)."""
-        mode = self.mode or await self.check()
-        if mode is DurabilityMode.WAITAOF:
+        self.mode or await self.check()
+        if self._waits:
             async with boundary(), self._redis.pipeline(transaction=False) as pipe:
                 _, waited = await self._barrier_and_wait(pipe)
             self._confirmed(waited)
 
-    async def _barrier_and_wait(self, pipe: Pipeline) -> tuple[list[Any], Any]:
-        """Run what ``pipe`` holds, then the barrier and WAITAOF: the first replies, and
-        WAITAOF's reply or error (any other error is raised, for ``boundary`` to map)."""
+    async def _barrier_and_wait(
+        self, pipe: Pipeline, *, waitaof: bool | None = None
+    ) -> tuple[list[Any], Any]:
+        """Run what ``pipe`` holds, then the barrier and WAITAOF (``waitaof``, by default in
+        that mode) or WAIT: the first replies, and the wait's reply or error (any other error
+        is raised, for ``boundary`` to map)."""
         pipe.incr(self._barrier)
-        pipe.execute_command("WAITAOF", 1, 0, self._settings.aof_wait_timeout_ms)
+        replicas, timeout_ms = self._wait_for()
+        if waitaof is None:
+            waitaof = self.mode is DurabilityMode.WAITAOF
+        if waitaof:
+            pipe.execute_command("WAITAOF", 1, replicas, timeout_ms)
+        else:
+            pipe.execute_command("WAIT", replicas, timeout_ms)
         *replies, waited = await pipe.execute(raise_on_error=False)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         return replies[:-1], waited
 
+    def _wait_for(self) -> tuple[int, int]:
+        """The replicas to wait for, and for how long (ms)."""
+        return self._settings.replicas_to_confirm, self._settings.aof_wait_timeout_ms
+
     async def _waitaof_works(self) -> bool:
         async with boundary(), self._redis.pipeline(transaction=False) as pipe:
-            _, waited = await self._barrier_and_wait(pipe)
+            _, waited = await self._barrier_and_wait(pipe, waitaof=True)
         return not isinstance(waited, rexc.ResponseError)
 
     async def _appendfsync(self) -> str | None:
@@ -147,10 +170,13 @@ class Durability:
         return str(value) if value is not None else None
 
     def _confirmed(self, waited: Any) -> None:
+        replicas, timeout_ms = self._wait_for()
         if isinstance(waited, Exception):
             why = f"WAITAOF failed ({waited})"
-        elif int(waited[0]) < 1:
-            why = f"WAITAOF timed out after {self._settings.aof_wait_timeout_ms} ms"
+        elif isinstance(waited, list) and int(waited[0]) < 1:
+            why = f"WAITAOF timed out after {timeout_ms} ms"
+        elif (int(waited[1]) if isinstance(waited, list) else int(waited)) < replicas:
+            why = f"fewer than {replicas} replicas confirmed it within {timeout_ms} ms"
         else:
             return
         raise CheckpointUnavailable(

@@ -14,9 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
-from redis.retry import Retry
 
 from checkpoint.base import (
     CheckpointStore,
@@ -28,6 +26,7 @@ from checkpoint.base import (
 )
 from checkpoint.durability import Durability, DurabilityMode
 from checkpoint.errors import CheckpointLost, StaleEpoch, VideoBusy, VideoIdTaken
+from checkpoint.redis_clients import async_client, retrying
 from checkpoint.redis_outbox import RedisOutbox
 from checkpoint.redis_wire import (
     ProgressSubscription,
@@ -59,16 +58,10 @@ class RedisCheckpointStore(CheckpointStore):
         """``client``, when given, must use ``decode_responses=True``; it is not closed here."""
         self._settings = settings
         self._owns_client = client is None
-        self._redis = client or aioredis.Redis.from_url(
-            settings.url,
-            password=settings.password.get_secret_value() if settings.password else None,
-            decode_responses=True,
-            protocol=2,
-            socket_connect_timeout=settings.connect_timeout_s,
-            socket_timeout=settings.socket_timeout_s,
-            # Every script is safe to repeat: a retried final transition is a no-op and a
-            # retried claim only skips an epoch nobody used.
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        # Every script is safe to repeat: a retried final transition is a no-op and a retried
+        # claim only skips an epoch nobody used.
+        self._redis = client or async_client(
+            settings, decode_responses=True, protocol=2, retry=retrying()
         )
         prefix = settings.key_prefix
         self._prefix = prefix

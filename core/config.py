@@ -112,6 +112,16 @@ class RedisSettings(BaseSettings):
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "rs"
     password: SecretStr | None = None
+    # Sentinel ("host:port" each): the primary of ``sentinel_master`` is found through them and
+    # followed over a failover; ``url`` then gives only the database number.
+    sentinels: tuple[str, ...] = ()
+    sentinel_master: str = "mymaster"
+    sentinel_password: SecretStr | None = None
+    # Replicas that must also hold a final transition before its offset is committed (WAITAOF
+    # 1 N, or WAIT N where appendfsync is always): 0 trusts the primary's disk alone, which a
+    # failover to a replica that never received the transition loses. Set it where the primary
+    # has replicas; while fewer are connected, final transitions wait (checkpoint_not_durable).
+    replicas_to_confirm: int = Field(default=0, ge=0)
     connect_timeout_s: float = Field(default=2.0, gt=0)
     socket_timeout_s: float = Field(default=5.0, gt=0)  # a blocking outbox read stays below it
     outbox_group: str = "notifier"  # the consumer group that delivers outbox entries

@@ -161,8 +161,10 @@ def redis_server(
     aof: bool = True,
     appendfsync: str = "always",
     binary: str | None = None,
+    replica_of: int | None = None,
 ) -> LocalProcess:
-    """redis-server (or ``binary``) on 127.0.0.1 with its data in ``workdir``.
+    """redis-server (or ``binary``) on 127.0.0.1 with its data in ``workdir``; with
+    ``replica_of``, a replica of the server on that port.
 
     AOF with ``appendfsync always`` by default: Debian's Redis 7.0 has no WAITAOF, and the
     checkpoint store accepts it only when every acknowledged write is already on disk."""
@@ -186,7 +188,42 @@ def redis_server(
     ]
     if aof:
         argv += ["--appendonly", "yes", "--appendfsync", appendfsync]
+    if replica_of is not None:
+        argv += ["--replicaof", HOST, str(replica_of)]
     return LocalProcess(name="redis", argv=argv, port=port, log_path=workdir / "redis.log")
+
+
+def sentinel(
+    workdir: Path,
+    primary_port: int,
+    *,
+    master: str = "mymaster",
+    port: int | None = None,
+    down_after_ms: int = 1000,
+    binary: str | None = None,
+) -> LocalProcess:
+    """A Sentinel (``redis-server --sentinel``) on 127.0.0.1 watching the primary on
+    ``primary_port`` as ``master``, alone in its quorum: it fails over ``down_after_ms`` after
+    the primary stops answering. It rewrites its config file as it learns."""
+    port = port or free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "sentinel.conf"
+    config.write_text(
+        "\n".join(
+            [
+                f"port {port}",
+                f"bind {HOST}",
+                f"dir {workdir}",
+                f"sentinel monitor {master} {HOST} {primary_port} 1",
+                f"sentinel down-after-milliseconds {master} {down_after_ms}",
+                f"sentinel failover-timeout {master} {max(3 * down_after_ms, 3000)}",
+                f"sentinel parallel-syncs {master} 1",
+                "",
+            ]
+        )
+    )
+    argv = [binary or redis_binary(), str(config), "--sentinel"]
+    return LocalProcess(name="sentinel", argv=argv, port=port, log_path=workdir / "sentinel.log")
 
 
 def moto_server(workdir: Path, *, port: int | None = None) -> LocalProcess:

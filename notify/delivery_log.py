@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from checkpoint.redis_clients import async_client
 from core.config import NotifySettings, RedisSettings
 from notify.base import DeadLetter, DeliveryAttempt, DeliveryLog, EndpointState, ScheduledRetry
 from notify.errors import DeliveryLogUnavailable
@@ -128,8 +129,7 @@ class RedisDeliveryLog(DeliveryLog):
 
     @classmethod
     def from_settings(cls, redis: RedisSettings, notify: NotifySettings) -> RedisDeliveryLog:
-        password = redis.password.get_secret_value() if redis.password else None
-        client = aioredis.Redis.from_url(redis.url, password=password)
+        client = async_client(redis)
         return cls(
             client,
             key_prefix=redis.key_prefix,

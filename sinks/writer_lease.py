@@ -49,9 +49,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
+from checkpoint.redis_clients import retrying, sync_client
 from checkpoint.scripts import load_script
 from core.config import RedisSettings, StorageSettings
 from sinks.errors import SinkUnavailable
@@ -119,16 +118,9 @@ class WriterLease:
         with _OPEN_LOCK:
             _OPEN[self._shared] += 1
         self._closed = False
-        self._client = redis.Redis.from_url(
-            settings.url,
-            password=settings.password.get_secret_value() if settings.password else None,
-            decode_responses=True,
-            socket_connect_timeout=settings.connect_timeout_s,
-            socket_timeout=settings.socket_timeout_s,
-            # Every script is safe to repeat: a repeated check extends again, a repeated
-            # acquisition finds the lease already this owner's and answers its token.
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-        )
+        # Every script is safe to repeat: a repeated check extends again, a repeated
+        # acquisition finds the lease already this owner's and answers its token.
+        self._client = sync_client(settings, decode_responses=True, retry=retrying())
         self._acquire, self._fence, self._release = (
             self._client.register_script(load_script(f"lease_{name}", alone=True))
             for name in ("acquire", "fence", "release")

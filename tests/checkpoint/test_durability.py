@@ -9,6 +9,7 @@ through WAITAOF on a server that never fsyncs (``appendfsync no``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -258,3 +259,58 @@ def test_serve_refuses_a_redis_that_cannot_promise_durability(
     config.write_text(yaml.safe_dump(sections))
     assert cli.main.main(["serve", "--config", str(config)]) == 0
     assert len(started) == 1
+
+
+async def _replicating(primary: LocalProcess, replicas: int) -> None:
+    """Until ``primary`` has ``replicas`` replicas online (synced)."""
+    client = aioredis.Redis.from_url(url(primary), decode_responses=True)
+    try:
+        for _ in range(200):
+            info = await client.info("replication")
+            online = [
+                value
+                for key, value in info.items()
+                if key.startswith("slave") and isinstance(value, dict)
+            ]
+            if sum(1 for slave in online if slave.get("state") == "online") >= replicas:
+                return
+            await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
+    raise AssertionError(f"{primary.name} on {primary.port} never had {replicas} replicas")
+
+
+@pytest.mark.parametrize("server", ["valkey", "redis70"])
+async def test_a_final_transition_waits_for_a_replica_when_asked(
+    tmp_path: Path, unique: str, server: str
+) -> None:
+    """With ``redis.replicas_to_confirm`` 1 a final transition is confirmed by the replica too
+    (WAITAOF 1 1 on Valkey; WAIT 1 on Redis 7.0, which has no WAITAOF): with the replica up it
+    goes through; with the replica gone it is ``checkpoint_not_durable``, so its offset would
+    wait rather than rest on the primary's disk alone."""
+    binary = valkey_binary() if server == "valkey" else None
+    fsync = "everysec" if server == "valkey" else "always"
+    primary = redis_server(tmp_path / "primary", appendfsync=fsync, binary=binary).start()
+    replica = redis_server(
+        tmp_path / "replica", appendfsync=fsync, binary=binary, replica_of=primary.port
+    )
+    try:
+        replica.start()
+        await _replicating(primary, 1)
+        store = RedisCheckpointStore.from_url(
+            url(primary), key_prefix=unique, replicas_to_confirm=1, aof_wait_timeout_ms=500
+        )
+        try:
+            claim = await store.claim(ref("v1"), V1)
+            await store.mark_done("v1", claim.epoch, frames=1, timings={}, outbox=event("v1"))
+            replica.stop()
+            claim = await store.claim(ref("v2"), V1)
+            with pytest.raises(CheckpointUnavailable) as unconfirmed:
+                await store.mark_done("v2", claim.epoch, frames=1, timings={}, outbox=event("v2"))
+            assert unconfirmed.value.code == "checkpoint_not_durable"
+            assert "replicas" in str(unconfirmed.value)
+        finally:
+            await store.close()
+    finally:
+        replica.stop()
+        primary.stop()

@@ -1,7 +1,8 @@
 -- mark_queued: ARGV[4] tenant, ARGV[5] uri, ARGV[6] pipeline version, ARGV[7] the lane it came
--- by ('fresh' | 'bulk'). Returns the record, or {'taken'} when the id is another tenant's
--- (nothing changes).
-local tenant, uri, version, lane = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+-- by ('fresh' | 'bulk'), ARGV[8] the event as JSON (kept, so that a record left running by an
+-- owner that is gone can be sent through again: runtime/sweeper.py). Returns the record, or
+-- {'taken'} when the id is another tenant's (nothing changes).
+local tenant, uri, version, lane, event = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local cur = redis.call('HMGET', VKEY, 'status', 'tenant', 'pipeline_version', 'attempts')
 local status, old_tenant, old_version = cur[1], cur[2], cur[3]
 local taken = other_tenant(old_tenant, tenant, status, cur[4])
@@ -12,7 +13,8 @@ if status == 'queued' or status == 'running' or (status == 'done' and old_versio
   return redis.call('HGETALL', VKEY)
 end
 local now = enter_status('queued', status, old_version, tenant, uri, version)
-redis.call('HSET', VKEY, 'lane', lane)
+redis.call('HSET', VKEY, 'lane', lane, 'event', event)
+redis.call('HDEL', VKEY, 'swept_at')
 reindex(status, old_tenant, 'queued', tenant, now)
 publish(tenant, 'queued', nil, 0, nil, now)
 return redis.call('HGETALL', VKEY)

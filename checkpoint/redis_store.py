@@ -39,6 +39,8 @@ from checkpoint.scripts import (
     fields_from_pairs,
     load_script,
     record_from_fields,
+    ref_from_json,
+    ref_json,
 )
 from core.config import RedisSettings
 from core.errors import PermanentError
@@ -72,6 +74,7 @@ class RedisCheckpointStore(CheckpointStore):
             name: self._redis.register_script(load_script(name)) for name in SCRIPTS
         }
         self._outbox_reads = RedisOutbox(self._redis, self._outbox, settings)
+        self._lapsed = self._redis.register_script(load_script("lapsed", alone=True))
         retention = settings.finished_retention_s
         self._retention_ms = 0 if retention is None else max(1, round(retention * 1000))
         self._durability = Durability(self._redis, settings)
@@ -107,7 +110,13 @@ class RedisCheckpointStore(CheckpointStore):
 
     async def mark_queued(self, ref: VideoRef, pipeline_version: str) -> VideoStatus:
         reply = await self._run(
-            "mark_queued", ref.video_id, ref.tenant, ref.uri, pipeline_version, ref.lane
+            "mark_queued",
+            ref.video_id,
+            ref.tenant,
+            ref.uri,
+            pipeline_version,
+            ref.lane,
+            ref_json(ref),
         )
         _refuse_other_tenant(reply, ref)
         return record_from_fields(fields_from_pairs(reply))
@@ -232,6 +241,15 @@ class RedisCheckpointStore(CheckpointStore):
         keys = [self.video_key(video_id), self._progress_stream, self._outbox]
         argv = [self._prefix, self._settings.progress_stream_maxlen, video_id, *args]
         return await self._durability.run_final(self._scripts[name], keys, argv)
+
+    async def lapsed(self, *, idle_s: float, limit: int = 100) -> list[VideoRef]:
+        """The events of records left queued or running with no live owner for ``idle_s``
+        (a running one's lease lapsed), each returned once per ``idle_s``."""
+        async with boundary():
+            found = await self._lapsed(
+                keys=[], args=[self._prefix, round(idle_s * 1_000_000), limit]
+            )
+        return [ref_from_json(event) for _, event in found]
 
     async def check_durability(self) -> DurabilityMode:
         """What the server promises; ``CheckpointNotDurable`` where too little (at start)."""

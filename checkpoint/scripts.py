@@ -14,9 +14,11 @@ Key layout (``P`` is ``RedisSettings.key_prefix``)::
     P:durable                           counter a barrier write WAITAOF waits for (durability.py)
 
 Record fields: ``video_id tenant uri status pipeline_version stage attempts epoch frames
-error_code error_message timings`` (JSON), ``owner lease_until`` (the instance running the
-attempt and, in server milliseconds, until when its lease holds; 0: none) and ``created_at
-updated_at started_at finished_at`` (Redis server time, µs since the epoch); stage progress is
+error_code error_message timings`` (JSON), ``event`` (what ``ref_json`` keeps of the event that
+made the record), ``swept_at`` (when the sweeper last sent that event through again, µs),
+``owner lease_until`` (the instance running the attempt and, in server milliseconds, until when
+its lease holds; 0: none) and ``created_at updated_at started_at finished_at`` (Redis server
+time, µs since the epoch); stage progress is
 flattened as ``sd:{stage}`` (chunks done) and ``st:{stage}`` (total, once known).
 """
 
@@ -29,6 +31,7 @@ from importlib import resources
 from typing import Any
 
 from checkpoint.base import ProgressEvent, StageProgress, VideoState, VideoStatus
+from core.records import VideoRef
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SCRIPTS = (
@@ -51,6 +54,34 @@ def load_script(name: str, *, alone: bool = False) -> str:
     if alone:
         return body
     return package.joinpath("redis_lib.lua").read_text(encoding="utf-8") + "\n" + body
+
+
+def ref_json(ref: VideoRef) -> str:
+    """What a record keeps of the event that made it (``event``): enough to send it again."""
+    return json.dumps(
+        {
+            "video_id": ref.video_id,
+            "uri": ref.uri,
+            "tenant": ref.tenant,
+            "callback_url": ref.callback_url,
+            "metadata": ref.metadata,
+            "lane": ref.lane,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def ref_from_json(data: str) -> VideoRef:
+    raw = json.loads(data)
+    return VideoRef(
+        video_id=str(raw["video_id"]),
+        uri=str(raw["uri"]),
+        tenant=str(raw["tenant"]),
+        callback_url=raw.get("callback_url"),
+        metadata=dict(raw.get("metadata") or {}),
+        lane=str(raw.get("lane") or "fresh"),
+    )
 
 
 def _time(value: str | None) -> datetime | None:

@@ -226,6 +226,12 @@ class RuntimeSettings(BaseSettings):
     # How long a claimant waits for another owner's live attempt before giving the record back
     # to the consumer's retries (``VideoBusy``); None: as long as the lease is renewed.
     claim_wait_s: float | None = Field(default=900.0, gt=0)
+    # Records left queued or running with no live owner for sweep_after_s (a running one's
+    # lease lapsed: its owner is gone, and its event will not come again, as after a Redis
+    # failover that lost a final transition) are sent through again, from the event each
+    # record keeps, every sweep_every_s (None: never).
+    sweep_every_s: float | None = Field(default=60.0, gt=0)
+    sweep_after_s: float = Field(default=900.0, gt=0)
     # This process's name on the leases; one kept over restarts (a pod name) takes its own
     # videos back at once after a crash. None: a name of its own per process.
     instance_id: str | None = None

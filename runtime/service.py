@@ -40,6 +40,7 @@ from runtime.metrics import (
 from runtime.placement import placed
 from runtime.processor import VideoProcessor
 from runtime.ray_metrics import ray_metrics_mirror
+from runtime.sweeper import RecordSweeper
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
 
@@ -197,11 +198,14 @@ class ReelsenseService:
         notifier = asyncio.create_task(self._dispatcher.run(), name="notifier")
         stop = asyncio.create_task(self._stopping.wait(), name="stop")
         metrics = asyncio.create_task(self.metrics_poller.run(), name="metrics")
+        sweeper = RecordSweeper(self.store, self.config.kafka, self.config.runtime)
+        sweeping = asyncio.create_task(sweeper.run(self._stopping), name="sweeper")
         done, _ = await asyncio.wait(
             {consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED
         )
         metrics.cancel()
-        await asyncio.gather(metrics, return_exceptions=True)
+        sweeping.cancel()
+        await asyncio.gather(metrics, sweeping, return_exceptions=True)
         await self._shutdown()
         for task in (consumer, notifier):
             if task in done and task.exception() is not None:

@@ -36,6 +36,7 @@ EXCLUSIVE_MODULES = frozenset(
         "tests/e2e/test_restart.py",
         "tests/recovery/test_chaos_reduced.py",
         "tests/recovery/test_rebalance.py",
+        "tests/recovery/test_redis_failover.py",
         "tests/recovery/test_redis_flush.py",
         "tests/recovery/test_resume_chunks.py",
     }

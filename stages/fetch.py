@@ -12,7 +12,10 @@ A ``LocalVideo`` path is local to the worker that fetched it; ``release()`` it t
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import logging
+import os
 import re
 import stat
 import threading
@@ -44,6 +47,8 @@ from stages.errors import (
     SourceTooLarge,
     UnsupportedMedia,
 )
+
+log = logging.getLogger(__name__)
 
 _PLAYLIST_MAGIC = (b"#EXTM3U", b"ffconcat", b"<?xml", b"<MPD")
 
@@ -179,6 +184,9 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
 
     def setup(self) -> None:
         self._downloads.mkdir(parents=True, exist_ok=True)
+        removed = remove_orphan_downloads(self._downloads)
+        if removed:
+            log.info("removed %d downloads of workers that are gone", removed)
 
     def _s3_client(self) -> Any:
         # Built on first use, not in setup(): without configured keys botocore looks for
@@ -236,7 +244,9 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
             return self._local_file(ref.uri), False
         if scheme in ("s3", "http", "https"):
             self._downloads.mkdir(parents=True, exist_ok=True)
-            dest = self._downloads / f"{_safe_name(ref.video_id)}-{uuid.uuid4().hex[:12]}"
+            # The worker's pid first: a download whose worker was killed is found by it.
+            name = f"{os.getpid()}-{_safe_name(ref.video_id)}-{uuid.uuid4().hex[:12]}"
+            dest = self._downloads / name
             if scheme == "s3":
                 self._download_s3(ref.uri, dest, ref.tenant)
             else:
@@ -332,6 +342,31 @@ def _plain_key(key: str) -> bool:
 
 def _secret(value: Any) -> str | None:
     return None if value is None else str(value.get_secret_value())
+
+
+def remove_orphan_downloads(folder: Path) -> int:
+    """Remove the downloads (up to 2 GiB each) of workers that are no longer running on this
+    host: a worker killed mid-video never released its file. Names start with the worker's
+    pid; one whose pid is gone (or that names none) is an orphan. Returns how many went."""
+    removed = 0
+    for path in folder.iterdir() if folder.is_dir() else ():
+        pid, _, _ = path.name.partition("-")
+        if not path.is_file() or (pid.isdigit() and _running(int(pid))):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed += 1
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
 
 
 def _safe_name(video_id: str) -> str:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 import shutil
 import socket
 import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -882,3 +884,21 @@ def test_redirect_to_internal_refused(
     assert len(transport.requests) == 1  # the first hop only
     assert set(connections) == {"127.0.0.1"}  # the local server standing in for PUBLIC_IP
     assert not dest.exists()
+
+
+def test_downloads_of_workers_that_are_gone_are_removed_at_setup(tmp_path: Path) -> None:
+    """A worker killed mid-video leaves its download (up to 2 GiB): the next fetch stage on
+    the host removes the files of workers no longer running, never a live worker's."""
+    downloads = tmp_path / "work" / "downloads"
+    downloads.mkdir(parents=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    files = {
+        "dead": downloads / f"{gone.pid}-v1-0123456789ab",
+        "live": downloads / f"{os.getpid()}-v2-0123456789ab",
+        "unnamed": downloads / "v3-0123456789ab",  # no pid: written before pids were
+    }
+    for path in files.values():
+        path.write_bytes(b"x" * 1024)
+    make_stage(tmp_path)
+    assert sorted(p.name for p in downloads.iterdir()) == [files["live"].name]

@@ -104,6 +104,17 @@ class ChunkStore:
                 parts[part.index] = part
         return parts, end
 
+    def left(self) -> dict[tuple[str, str], float]:
+        """Every (video, pipeline version) with persisted chunks or speech, with when the newest
+        of them was written (seconds since the epoch)."""
+        found: dict[tuple[str, str], float] = {}
+        for key, at in self._objects.modified(f"{PREFIX}/").items():
+            parts = key.split("/")
+            if len(parts) == 4:
+                group = (parts[1], parts[2])
+                found[group] = max(at, found.get(group, 0.0))
+        return found
+
     def delete_video(self, video_id: str, pipeline_version: str) -> int:
         """Remove every persisted chunk of the video; returns how many there were."""
         keys = self._objects.list(self.prefix(video_id, pipeline_version))

@@ -75,6 +75,7 @@ class RedisCheckpointStore(CheckpointStore):
         }
         self._outbox_reads = RedisOutbox(self._redis, self._outbox, settings)
         self._lapsed = self._redis.register_script(load_script("lapsed", alone=True))
+        self._prune = self._redis.register_script(load_script("prune", alone=True))
         retention = settings.finished_retention_s
         self._retention_ms = 0 if retention is None else max(1, round(retention * 1000))
         self._durability = Durability(self._redis, settings)
@@ -250,6 +251,20 @@ class RedisCheckpointStore(CheckpointStore):
                 keys=[], args=[self._prefix, round(idle_s * 1_000_000), limit]
             )
         return [ref_from_json(event) for _, event in found]
+
+    async def prune_indexes(self, *, older_than_s: float, limit: int = 1000) -> int:
+        """Drop index entries older than ``older_than_s`` whose record is gone (up to
+        ``limit`` looked at per index); how many went. Finished records expire on their own
+        (``redis.finished_retention_s``); their entries in the lists' indexes do not."""
+        async with boundary():
+            now_s, now_us = await self._redis.time()
+            before = int(now_s) * 1_000_000 + int(now_us) - round(older_than_s * 1_000_000)
+            pruned = 0
+            async for index in self._redis.scan_iter(match=f"{self._prefix}:idx:*", count=200):
+                if await self._redis.type(index) != "zset":
+                    continue
+                pruned += int(await self._prune(keys=[index], args=[self._prefix, before, limit]))
+        return pruned
 
     async def check_durability(self) -> DurabilityMode:
         """What the server promises; ``CheckpointNotDurable`` where too little (at start)."""

@@ -108,6 +108,7 @@ class EndpointState(BaseModel):
     disabled_reason: str | None = None
     disabled_at: datetime | None = None
     last_status_code: int | None = None
+    updated_at: datetime | None = None  # when this state was saved (pruned long after)
 
 
 class DeadLetter(BaseModel):
@@ -210,6 +211,12 @@ class DeliveryLog(ABC):
 
     @abstractmethod
     async def remove_dead_letter(self, webhook_id: str, target: str) -> None: ...
+
+    @abstractmethod
+    async def prune(self, before: datetime) -> int:
+        """Drop dead letters made, and endpoint states saved, before ``before`` (the attempts
+        expire on their own); how many went. Their number would otherwise only grow: a dead
+        letter per message an endpoint never took, a state per URL any tenant ever named."""
 
     @abstractmethod
     async def schedule(self, retry: ScheduledRetry) -> None:

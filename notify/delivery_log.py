@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
@@ -47,6 +48,10 @@ for _, id in ipairs(ids) do
 end
 return found
 """
+
+
+def _stamped(state: EndpointState) -> EndpointState:
+    return state.model_copy(update={"updated_at": datetime.now(UTC)})
 
 
 class MemoryDeliveryLog(DeliveryLog):
@@ -90,6 +95,19 @@ class MemoryDeliveryLog(DeliveryLog):
 
     async def remove_dead_letter(self, webhook_id: str, target: str) -> None:
         self._dead.pop(_letter_field(webhook_id, target), None)
+
+    async def prune(self, before: datetime) -> int:
+        letters = [key for key, letter in self._dead.items() if letter.at < before]
+        for key in letters:
+            del self._dead[key]
+        states = []
+        for url, state in list(self._endpoints.items()):
+            if state.updated_at is None:  # saved before states said when: from now
+                self._endpoints[url] = _stamped(state)
+            elif state.updated_at < before:
+                states.append(url)
+                del self._endpoints[url]
+        return len(letters) + len(states)
 
     async def schedule(self, retry: ScheduledRetry) -> None:
         self._retries[retry.id] = (retry.due_at, retry)
@@ -225,6 +243,32 @@ class RedisDeliveryLog(DeliveryLog):
                 return await pipe.execute()
 
         await self._call(op)
+
+    async def prune(self, before: datetime) -> int:
+        dead, dead_at = self._key("dead"), self._key("dead", "at")
+        endpoints = self._key("endpoints")
+
+        async def op() -> int:
+            old = cast(
+                list[bytes], await self._redis.zrangebyscore(dead_at, "-inf", before.timestamp())
+            )
+            if old:
+                await self._redis.hdel(dead, *old)
+                await self._redis.zrem(dead_at, *old)
+            gone, unstamped = [], {}
+            async for url, raw in self._redis.hscan_iter(endpoints):
+                state = EndpointState.model_validate_json(raw)
+                if state.updated_at is None:  # saved before states said when: from now
+                    unstamped[url] = _stamped(state).model_dump_json()
+                elif state.updated_at < before:
+                    gone.append(url)
+            if gone:
+                await self._redis.hdel(endpoints, *gone)
+            if unstamped:
+                await self._redis.hset(endpoints, mapping=unstamped)
+            return len(old) + len(gone)
+
+        return await self._call(op)
 
     async def schedule(self, retry: ScheduledRetry) -> None:
         async def op() -> list[Any]:

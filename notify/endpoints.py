@@ -84,16 +84,19 @@ class EndpointHealth:
                     ),
                 }
             )
-        if state != before:
-            await self.save(state)
-        return state
+        if state.model_copy(update={"updated_at": before.updated_at}) == before:
+            return before  # unchanged: nothing to save
+        return await self.save(state)
 
-    async def save(self, state: EndpointState) -> None:
+    async def save(self, state: EndpointState) -> EndpointState:
+        """Keep ``state`` (stamped with when); the state as kept."""
+        state = state.model_copy(update={"updated_at": utc_from(self._clock())})
         self._cache[state.url] = state
         try:
             await self._log.save_endpoint(state)
         except ReelsenseError as exc:
             log.warning("endpoint state of %s not saved: %s", state.url, exc)
+        return state
 
 
 class EndpointShares:

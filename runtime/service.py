@@ -40,7 +40,7 @@ from runtime.metrics import (
 from runtime.placement import placed
 from runtime.processor import VideoProcessor
 from runtime.ray_metrics import ray_metrics_mirror
-from runtime.sweeper import RecordSweeper
+from runtime.upkeep import Upkeep
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
 
@@ -63,6 +63,8 @@ class ReelsenseService:
         self._executor: StageExecutor | None = None
         self._consumer: KafkaVideoConsumer | None = None
         self._dispatcher: NotificationDispatcher | None = None
+        self._delivery_log: RedisDeliveryLog | None = None
+        self._upkeep: Upkeep | None = None
         self._metrics_server: MetricsServer | None = None
         self._api: ProcessApi | None = None  # the API, when this process serves it
         self.metrics_poller: MetricsPoller | None = None
@@ -79,6 +81,7 @@ class ReelsenseService:
             await self._start()
         except BaseException:
             await self._shutdown()
+            await self._close_delivery_log()
             raise
 
     async def _start(self) -> None:
@@ -97,25 +100,26 @@ class ReelsenseService:
         self._executor = executor
         if self.stopping:
             return
+        chunks = ChunkStore(object_store_from_uri(config.storage.object_store_uri, config.storage))
         processor = VideoProcessor(
             store=self.store,
             executor=executor,
-            chunks=ChunkStore(
-                object_store_from_uri(config.storage.object_store_uri, config.storage)
-            ),
+            chunks=chunks,
             lineage=self.pipeline.lineage,
             settings=config.runtime,
             quiet_lanes=config.backfill.quiet_lanes,
         )
         self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor))
+        self._delivery_log = RedisDeliveryLog.from_settings(config.redis, config.notify)
         self._dispatcher = NotificationDispatcher(
             self.store,
             WebhookSender(config.notify),
             StatusTopicPublisher(config.kafka),
             config.notify,
             consumer_name=config.notify.consumer_name or socket.gethostname(),
-            delivery_log=RedisDeliveryLog.from_settings(config.redis, config.notify),
+            delivery_log=self._delivery_log,
         )
+        self._upkeep = Upkeep(self.store, config, delivery_log=self._delivery_log, chunks=chunks)
         runtime = config.runtime
         self.metrics_poller = MetricsPoller(
             interval_s=runtime.metrics_interval_s,
@@ -190,6 +194,7 @@ class ReelsenseService:
             await self.start()
         if self.stopping:
             await self._shutdown()
+            await self._close_delivery_log()
             return
         assert self._consumer is not None
         assert self._dispatcher is not None
@@ -198,8 +203,8 @@ class ReelsenseService:
         notifier = asyncio.create_task(self._dispatcher.run(), name="notifier")
         stop = asyncio.create_task(self._stopping.wait(), name="stop")
         metrics = asyncio.create_task(self.metrics_poller.run(), name="metrics")
-        sweeper = RecordSweeper(self.store, self.config.kafka, self.config.runtime)
-        sweeping = asyncio.create_task(sweeper.run(self._stopping), name="sweeper")
+        assert self._upkeep is not None
+        sweeping = asyncio.create_task(self._upkeep.run(self._stopping), name="upkeep")
         done, _ = await asyncio.wait(
             {consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED
         )
@@ -207,11 +212,19 @@ class ReelsenseService:
         sweeping.cancel()
         await asyncio.gather(metrics, sweeping, return_exceptions=True)
         await self._shutdown()
-        for task in (consumer, notifier):
-            if task in done and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-        await asyncio.gather(consumer, notifier, return_exceptions=True)
-        stop.cancel()
+        try:
+            for task in (consumer, notifier):
+                if task in done and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            await asyncio.gather(consumer, notifier, return_exceptions=True)
+        finally:
+            stop.cancel()
+            await self._close_delivery_log()  # once the notifier, its user, has ended
+
+    async def _close_delivery_log(self) -> None:
+        delivery_log, self._delivery_log = self._delivery_log, None
+        if delivery_log is not None:
+            await delivery_log.close()
 
     def request_stop(self) -> None:
         """Call on the service's loop (``loop.call_soon_threadsafe`` from elsewhere, a signal

@@ -44,6 +44,11 @@ class ObjectStore(ABC):
         """Keys starting with ``prefix``, sorted."""
 
     @abstractmethod
+    def modified(self, prefix: str = "") -> dict[str, float]:
+        """Keys starting with ``prefix``, each with when it was last written (seconds since
+        the epoch): for upkeep that removes what was left behind long enough ago."""
+
+    @abstractmethod
     def delete(self, key: str) -> None:
         """Remove the object; removing a missing object is not an error."""
 

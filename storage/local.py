@@ -79,22 +79,37 @@ class LocalObjectStore(ObjectStore):
         return self._path(key).is_file()
 
     def list(self, prefix: str = "") -> list[str]:
-        # Walk only the folder the prefix names, not the whole store.
-        folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
-        if ".." in prefix.split("/"):
-            raise StoreRejected(f"invalid prefix {prefix!r}", code="sink_bad_key")
-        keys: list[str] = []
-        for dirpath, _dirs, files in os.walk(folder):
-            for name in files:
-                if name.startswith(self.TEMP_PREFIX):
-                    continue
-                key = Path(dirpath, name).relative_to(self.root).as_posix()
-                if key.startswith(prefix):
-                    keys.append(key)
-        return sorted(keys)
+        return sorted(
+            path.relative_to(self.root).as_posix()
+            for path in _files(self.root, prefix, self.TEMP_PREFIX)
+        )
+
+    def modified(self, prefix: str = "") -> dict[str, float]:
+        found = {}
+        for path in _files(self.root, prefix, self.TEMP_PREFIX):
+            with contextlib.suppress(FileNotFoundError):  # removed since it was listed
+                found[path.relative_to(self.root).as_posix()] = path.stat().st_mtime
+        return found
 
     def delete(self, key: str) -> None:
         try:
             self._path(key).unlink(missing_ok=True)
         except OSError as exc:
             raise _map_os_error(exc, f"delete {key}") from exc
+
+
+def _files(root: Path, prefix: str, temp_prefix: str) -> list[Path]:
+    """The files of keys starting with ``prefix``, temporary ones left out."""
+    # Walk only the folder the prefix names, not the whole store.
+    folder = root / prefix.rsplit("/", 1)[0] if "/" in prefix else root
+    if ".." in prefix.split("/"):
+        raise StoreRejected(f"invalid prefix {prefix!r}", code="sink_bad_key")
+    paths: list[Path] = []
+    for dirpath, _dirs, files in os.walk(folder):
+        for name in files:
+            if name.startswith(temp_prefix):
+                continue
+            path = Path(dirpath, name)
+            if path.relative_to(root).as_posix().startswith(prefix):
+                paths.append(path)
+    return paths

@@ -132,15 +132,17 @@ class S3ObjectStore(ObjectStore):
         yield from paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix)
 
     def list(self, prefix: str = "") -> list[str]:
+        return sorted(self.modified(prefix))
+
+    def modified(self, prefix: str = "") -> dict[str, float]:
         try:
-            keys = [
-                item["Key"][len(self.prefix) :]
+            return {
+                item["Key"][len(self.prefix) :]: item["LastModified"].timestamp()
                 for page in self._pages(prefix)
                 for item in page.get("Contents", [])
-            ]
+            }
         except Exception as exc:
             raise map_s3_error(exc, f"list s3://{self.bucket}/{self.prefix}{prefix}") from exc
-        return sorted(keys)
 
     def delete(self, key: str) -> None:
         try:

@@ -14,7 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
-from api.base import DeadLetterFn, ReplayFn, SearchFn
+from api.base import DeadLetterFn, DeleteFn, ReplayFn, SearchFn
 from api.dashboard import install_dashboard
 from api.dependencies import ApiContext, token_digest
 from api.errors import install_error_handlers
@@ -43,6 +43,7 @@ def create_app(
     dead_letters: DeadLetterFn | None = None,
     replay: ReplayFn | None = None,
     results: ObjectStore | None = None,
+    delete: DeleteFn | None = None,
     on_close: Sequence[Callable[[], Awaitable[None]]] = (),
     heartbeat_s: float = 15.0,
     health_timeout_s: float = 2.0,
@@ -91,6 +92,7 @@ def create_app(
         dead_letters=dead_letters,
         replay=replay,
         results=results,
+        delete=delete,
         heartbeat_s=heartbeat_s,
         health_timeout_s=health_timeout_s,
     ).install(app)

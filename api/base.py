@@ -15,3 +15,6 @@ DeadLetterFn = Callable[[str | None, int], Awaitable[Sequence[DeadLetterEntry]]]
 """(tenant or None for all, limit) -> newest dead letters."""
 ReplayFn = Callable[[str, str | None], Awaitable[ReplayResult | None]]
 """(dead letter id, tenant or None for all) -> what the replay did; None: no such letter."""
+DeleteFn = Callable[[str, str], Awaitable[str]]
+"""(video id, its tenant) -> where the deletion event went; the service then removes the video
+and everything of it (``runtime.deletion``)."""

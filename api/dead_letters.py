@@ -26,7 +26,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
@@ -34,6 +34,7 @@ from api.models import DeadLetterEntry, ReplayResult
 from consumers.admin import broker_error
 from consumers.dead_letter import DeadLetterHeaders
 from consumers.events import VIDEO_ID_PATTERN
+from consumers.publishing import publish_once
 from core.config import KafkaSettings, ServiceConfig
 from notify import base as notify_base
 from notify.base import DeliveryLog, Outcome
@@ -225,23 +226,7 @@ class DeadLetterSource:
     async def _publish(
         self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
     ) -> str:
-        settings = self._kafka
-        producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap,
-            client_id=f"{settings.client_id}-replay",
-            acks="all",
-            enable_idempotence=False,
-            request_timeout_ms=settings.request_timeout_ms,
-        )
-        try:
-            async with asyncio.timeout(settings.request_timeout_ms / 1000 + 5):
-                await producer.start()
-                meta = await producer.send_and_wait(settings.topic, value, key=key, headers=headers)
-        except (KafkaError, OSError, TimeoutError) as exc:
-            raise broker_error(exc, f"replaying to {settings.topic!r}") from exc
-        finally:
-            await producer.stop()
-        return f"{settings.topic}/{meta.partition}/{meta.offset}"
+        return await publish_once(self._kafka, value, key=key, headers=headers, what="replay")
 
     async def _replay_webhook(self, letter_id: str, tenant: str | None) -> ReplayResult | None:
         if self._log is None or self._replayer is None:

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.base import DeadLetterFn, ReplayFn, SearchFn
+from api.base import DeadLetterFn, DeleteFn, ReplayFn, SearchFn
 from api.documents import DocumentCache
 from api.errors import ApiError
 from api.limits import RateLimit
@@ -47,6 +47,7 @@ class ApiContext:
     dead_letters: DeadLetterFn | None = None
     replay: ReplayFn | None = None
     results: ObjectStore | None = None
+    delete: DeleteFn | None = None
     heartbeat_s: float = 15.0
     health_timeout_s: float = 2.0
     documents: DocumentCache = field(default_factory=DocumentCache)

@@ -34,6 +34,13 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class DeletionAccepted(BaseModel):
+    """A deletion taken: the video goes with the event named here."""
+
+    video_id: str
+    event: str = Field(description="Where the deletion event went: topic/partition/offset.")
+
+
 class VideoPage(BaseModel):
     """One page of videos, newest first."""
 

@@ -5,7 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.dependencies import Caller, Context, Video, scope_tenant
-from api.models import ERROR_RESPONSES, ErrorBody, VideoPage, shown
+from api.errors import ApiError
+from api.models import ERROR_RESPONSES, DeletionAccepted, ErrorBody, VideoPage, shown
 from checkpoint.base import VideoState, VideoStatus
 
 
@@ -17,6 +18,25 @@ def video_routes(max_page: int) -> APIRouter:
     async def get_video(video: Video) -> VideoStatus:
         """The processing status of one video."""
         return video
+
+    @router.delete(
+        "/v1/videos/{video_id}",
+        status_code=202,
+        responses={
+            **ERROR_RESPONSES,
+            503: {"model": ErrorBody, "description": "Deletion is not available here"},
+        },
+    )
+    async def delete_video(video: Video, context: Context) -> DeletionAccepted:
+        """Take a video down: its results, thumbnails, search rows and record are removed
+        (the record stays as a ``deleted`` tombstone), an attempt under way is stopped, and
+        its tenant gets a ``video.deleted`` webhook. Accepted at once; done in the order of
+        the video's events, through the upload topic; gone from disk within
+        ``storage.deletion_max_s``."""
+        if context.delete is None:
+            raise ApiError(503, "deletion_unavailable", "this API cannot delete videos")
+        where = await context.delete(video.video_id, video.tenant)
+        return DeletionAccepted(video_id=video.video_id, event=where)
 
     @router.get(
         "/v1/videos",

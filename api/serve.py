@@ -12,6 +12,7 @@ from api.app import api_deployment, create_app
 from api.dead_letters import DeadLetterSource
 from api.search import SegmentSearch
 from checkpoint.redis_store import RedisCheckpointStore
+from consumers.publishing import publish_deletion
 from core.config import ServiceConfig
 from storage.uri import object_store_from_uri
 
@@ -30,6 +31,7 @@ def build_api(config_json: str) -> FastAPI:
         dead_letters=dead_letters.newest,
         replay=dead_letters.replay,
         results=object_store_from_uri(config.storage.object_store_uri, config.storage),
+        delete=functools.partial(publish_deletion, config.kafka),
         on_close=[dead_letters.close],
         heartbeat_s=config.api.heartbeat_s,
         health_timeout_s=config.api.health_timeout_s,

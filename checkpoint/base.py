@@ -24,6 +24,7 @@ class VideoState(StrEnum):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+    DELETED = "deleted"  # a tombstone: the video and its results were removed
 
 
 class StageProgress(BaseModel):
@@ -182,6 +183,20 @@ class CheckpointStore(ABC):
         None for a video that never got claimed (an invalid event): such a failure never
         changes the record of a video a valid event made known (queued, running, done, or
         failed after a claim) and returns False, having written nothing. True otherwise."""
+
+    @abstractmethod
+    async def mark_deleted(
+        self, video_id: str, *, tenant: str | None, asked_ms: int, outbox: OutboxEvent | None
+    ) -> bool:
+        """The video deleted: its record becomes a tombstone (kept for
+        ``redis.deleted_retention_s``) with the outbox entry, in one step; an attempt under way
+        is fenced out (its epoch is no longer the record's). ``tenant``: the tenant asking
+        (``VideoIdTaken`` if the video is another's), None for any. False when it was deleted
+        already (nothing written)."""
+
+    @abstractmethod
+    async def event_of(self, video_id: str) -> VideoRef | None:
+        """What the record keeps of the event that made it (its source, callback, metadata)."""
 
     @abstractmethod
     async def give_back(

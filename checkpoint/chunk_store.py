@@ -115,6 +115,13 @@ class ChunkStore:
                 found[group] = max(at, found.get(group, 0.0))
         return found
 
+    def delete_all(self, video_id: str) -> int:
+        """Remove every persisted chunk of the video, of every version; how many there were."""
+        keys = self._objects.list(f"{PREFIX}/{video_id}/")
+        for key in keys:
+            self._objects.delete(key)
+        return len(keys)
+
     def delete_video(self, video_id: str, pipeline_version: str) -> int:
         """Remove every persisted chunk of the video; returns how many there were."""
         keys = self._objects.list(self.prefix(video_id, pipeline_version))

@@ -13,8 +13,8 @@ local taken = other_tenant(old_tenant, tenant, status, cur[7])
 if taken then
   return taken
 end
-if status == 'done' and old_version == version then
-  return {1, redis.call('HGETALL', VKEY)}
+if (status == 'done' and old_version == version) or status == 'deleted' then
+  return {1, redis.call('HGETALL', VKEY)}  -- nothing to do (a deleted video is not redone)
 end
 if lost ~= '' and tonumber(cur[4]) > tonumber(lost) and status ~= 'running' then
   return {1, redis.call('HGETALL', VKEY)}

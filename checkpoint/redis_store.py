@@ -118,6 +118,7 @@ class RedisCheckpointStore(CheckpointStore):
             pipeline_version,
             ref.lane,
             ref_json(ref),
+            "" if ref.sent_ms is None else ref.sent_ms,
         )
         _refuse_other_tenant(reply, ref)
         return record_from_fields(fields_from_pairs(reply))
@@ -222,6 +223,27 @@ class RedisCheckpointStore(CheckpointStore):
             return False
         self._refuse(reply, ref.video_id, epoch)
         return True
+
+    async def mark_deleted(
+        self, video_id: str, *, tenant: str | None, asked_ms: int, outbox: OutboxEvent | None
+    ) -> bool:
+        retention = self._settings.deleted_retention_s
+        reply = await self._run_final(
+            "mark_deleted",
+            video_id,
+            tenant or "",
+            asked_ms,
+            outbox.model_dump_json() if outbox else "",
+            0 if retention is None else max(1, round(retention * 1000)),
+        )
+        if reply[0] == "taken":
+            raise VideoIdTaken(f"video id {video_id!r} belongs to another tenant")
+        return bool(reply[0] == "ok")
+
+    async def event_of(self, video_id: str) -> VideoRef | None:
+        async with boundary():
+            raw = await self._redis.hget(self.video_key(video_id), "event")
+        return None if raw is None else ref_from_json(str(raw))
 
     async def give_back(
         self, owner: VideoRef, epoch: int, *, pipeline_version: str, frames: int

@@ -43,6 +43,7 @@ SCRIPTS = (
     "mark_done",
     "mark_failed",
     "give_back",
+    "mark_deleted",
 )
 
 

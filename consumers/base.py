@@ -9,7 +9,7 @@ from typing import Protocol
 from aiokafka.structs import TopicPartition
 
 from consumers.errors import InvalidEvent
-from consumers.events import VideoUploaded
+from consumers.events import VideoDeleted, VideoUploaded
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,11 @@ class VideoHandler(Protocol):
         """Process one upload until it is done, failed, or skipped (already done), durably.
         ``InvalidEvent`` refuses the event for good (its id is another tenant's video): it is
         not retried but rejected and dead-lettered like an event that did not parse."""
+        ...
+
+    async def delete(self, event: VideoDeleted, record: RecordInfo) -> None:
+        """Remove the video and everything of it, durably (its record a tombstone first, so
+        an attempt under way stops). Called without waiting for the video's other calls."""
         ...
 
     async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:

@@ -14,7 +14,7 @@ from aiokafka import ConsumerRecord
 from consumers.base import ConsumerCounts, RecordInfo, VideoHandler
 from consumers.dead_letter import DeadLetterPublisher, DeadLetterTooLarge
 from consumers.errors import InvalidEvent
-from consumers.events import VideoUploaded
+from consumers.events import Event, VideoDeleted
 from consumers.video_locks import VideoLocks
 from core.config import KafkaSettings
 from core.errors import PermanentError
@@ -61,10 +61,15 @@ class RecordDelivery:
         )
 
     async def handle(
-        self, event: VideoUploaded, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
+        self, event: Event, info: RecordInfo, record: ConsumerRecord[bytes, bytes]
     ) -> None:
-        """The event to the handler; one it refuses for good (``InvalidEvent``) is rejected."""
+        """The event to the handler; one it refuses for good (``InvalidEvent``) is rejected.
+        A deletion does not wait for the video's upload under way: it fences it out."""
         try:
+            if isinstance(event, VideoDeleted):
+                delete = functools.partial(self._handler.delete, event, info)
+                await self._retry(delete, "delete", info, self._handle_retry)
+                return
             async with self._video_locks.hold(event.video_id):
                 handle = functools.partial(self._handler.handle, event, info)
                 await self._retry(handle, "handle", info, self._handle_retry)

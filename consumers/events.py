@@ -59,9 +59,29 @@ class VideoUploaded(BaseModel):
         return self.model_dump_json().encode()
 
 
-def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> VideoUploaded:
+class VideoDeleted(BaseModel):
+    """A video taken down (its uploader deleted it, a legal request): everything the service
+    holds of it is removed. Published to the upload topic under the video's key, so it stays
+    in order with the video's uploads; ``tenant`` must own the video."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+    type: Literal["video.deleted"]
+    video_id: str = Field(pattern=VIDEO_ID_PATTERN.pattern)
+    tenant: str = Field(default="default", pattern=TENANT_PATTERN.pattern)
+    reason: str | None = Field(default=None, max_length=512)
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+Event = VideoUploaded | VideoDeleted
+
+
+def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Event:
     """Validate one Kafka record; raise ``InvalidEvent`` with a reason code if it is not a
-    valid upload event. The key, when present, must equal the body's ``video_id``."""
+    valid upload (or deletion) event. The key, when present, must equal the body's
+    ``video_id``."""
     key_id = _readable_id(key)
     if value is None:
         raise InvalidEvent("record has no value", code="event_empty", video_id=key_id)
@@ -83,8 +103,11 @@ def parse_event(key: bytes | None, value: bytes | None, *, max_bytes: int) -> Vi
         raise InvalidEvent("event must be a JSON object", code="event_invalid", video_id=key_id)
     readable = _readable(body.get("video_id"), VIDEO_ID_PATTERN) or key_id
     tenant = _readable(body.get("tenant"), TENANT_PATTERN)
+    model: type[VideoUploaded] | type[VideoDeleted] = (
+        VideoDeleted if body.get("type") == "video.deleted" else VideoUploaded
+    )
     try:
-        event = VideoUploaded.model_validate(body)
+        event = model.model_validate(body)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'event'}: {err['msg']}"

@@ -136,6 +136,9 @@ class RedisSettings(BaseSettings):
     # How long the record of a done or failed video is kept; None: for ever. The videos table
     # stays the durable truth: a replay of an expired video is still skipped from it.
     finished_retention_s: float | None = Field(default=None, gt=0)
+    # How long a deleted video's tombstone is kept: within it, an old upload event replayed
+    # (a rebalance, a restore) does not bring the video back. None: for ever.
+    deleted_retention_s: float | None = Field(default=30 * 86400.0, gt=0)
 
 
 class StorageSettings(BaseSettings):
@@ -163,6 +166,10 @@ class StorageSettings(BaseSettings):
     # so this only needs to outlast the longest read (an hour kept ~10x the live data on disk:
     # bench.lance_upkeep).
     lance_keep_versions_s: float = Field(default=600.0, ge=0)
+    # A deleted video's rows are gone from disk too (old versions and index files included)
+    # within this long of its deletion: its tables are compacted and their old versions
+    # removed (sinks/lance_purge.py). Above lance_keep_versions_s.
+    deletion_max_s: float = Field(default=86_400.0, gt=0)
     # One writer per Lance root, enforced by a Redis lease with a fencing token, checked before
     # every commit (sinks/writer_lease.py). Off only where nothing else can write the tables.
     writer_lease: bool = True
@@ -170,13 +177,22 @@ class StorageSettings(BaseSettings):
     # writer without it waits this long for it at most, then its batch is retried.
     writer_lease_s: float = Field(default=15.0, gt=0)
 
+    @model_validator(mode="after")
+    def _purge_fits(self) -> StorageSettings:
+        if self.deletion_max_s <= self.lance_keep_versions_s + 2:
+            raise ValueError(
+                "storage.deletion_max_s must be above storage.lance_keep_versions_s (plus 2 s): "
+                "a deletion's old versions are removed once they are that old"
+            )
+        return self
+
 
 class WebhookSubscription(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     url: str
     tenant: str | None = None  # None: every tenant
-    events: tuple[str, ...] = ("video.done", "video.failed")
+    events: tuple[str, ...] = ("video.done", "video.failed", "video.deleted")
 
 
 class NotifySettings(BaseSettings):

@@ -41,6 +41,9 @@ class VideoRef:
     callback_url: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     lane: str = FRESH_LANE  # the consumer's lane it came by; ``as_lane`` reads it
+    # When its event was sent (the Kafka record's timestamp, ms since the epoch): a video
+    # deleted after that is not brought back by the event. None: not known.
+    sent_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -236,5 +236,10 @@ class StageExecutor(ABC):
     async def earlier(self, video_id: str) -> EarlierResult | None:
         """What the sinks hold of the video's latest result, if anything."""
 
+    @abstractmethod
+    async def forget(self, videos: Sequence[VideoRef]) -> None:
+        """Remove everything the sinks hold of ``videos`` (deleted), after the writes made
+        before; their bytes are purged from disk within ``storage.deletion_max_s``."""
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the executor holds."""

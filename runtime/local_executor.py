@@ -102,6 +102,9 @@ class LocalExecutor(StageExecutor):
     async def earlier(self, video_id: str) -> EarlierResult | None:
         return await self._writer.earlier(video_id)
 
+    async def forget(self, videos: Sequence[VideoRef]) -> None:
+        await self._writer.forget(videos)
+
     async def close(self) -> None:
         for stage in self._pipeline.all_stages():
             await asyncio.to_thread(stage.teardown)

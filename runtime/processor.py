@@ -190,6 +190,9 @@ class VideoProcessor:
         if claim.status.status is VideoState.DONE:
             log.info("video %s already done for %s, skipping", ref.video_id, self._version)
             return "skipped"
+        if claim.status.status is VideoState.DELETED:
+            log.info("video %s was deleted, skipping", ref.video_id)
+            return "skipped"
         log.info("video %s was settled by a newer attempt", ref.video_id)
         return "stale"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,13 +13,13 @@ from checkpoint.base import VideoState
 from checkpoint.errors import StaleEpoch
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
-from core.records import EarlierResult, Frame, VideoResult
+from core.records import EarlierResult, Frame, VideoRef, VideoResult
 from models.embedding import text_embedder
 from models.image_embedding import image_embedder
 from sinks.images import LanceImageIndex
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, earlier_result
-from sinks.writer import SinkWriter, WriterStats
+from sinks.writer import FINALS_KEPT, SinkWriter, WriterStats
 from sinks.writer_lease import WriterLease
 
 
@@ -51,6 +52,8 @@ class FencedResultWriter:
         self._summary = LanceSummarySink.from_settings(config.storage)
         self._frames = LanceFrameSink.from_settings(config.storage)
         self._documents = ResultDocumentSink.from_settings(config.storage)
+        # Video -> the epoch of its tombstone, for the videos deleted lately.
+        self._forgotten: OrderedDict[str, int] = OrderedDict()
 
     @property
     def stats(self) -> WriterStats:
@@ -58,6 +61,7 @@ class FencedResultWriter:
 
     async def write(self, result: VideoResult) -> None:
         await self._fence(result)
+        self._refuse_forgotten(result)  # a deletion may have come while the fence was read
         await asyncio.wrap_future(self._writer.submit(result))
 
     async def write_partial(self, parts: Sequence[VideoResult]) -> None:
@@ -67,6 +71,7 @@ class FencedResultWriter:
         for part in parts:
             try:
                 await self._fence(part)
+                self._refuse_forgotten(part)
             except StaleEpoch:
                 continue
             live.append(part)
@@ -74,6 +79,26 @@ class FencedResultWriter:
 
     async def drop_partial(self, video_id: str) -> None:
         self._writer.drop_partial(video_id)
+
+    async def forget(self, videos: Sequence[VideoRef]) -> None:
+        """Everything of ``videos`` removed from every sink (``SinkWriter.forget``). Their
+        records are tombstones already, so no later write of theirs passes ``_fence``; one
+        whose fence was read before the deletion is refused here by its epoch."""
+        for video in videos:
+            status = await self._store.get(video.video_id)
+            self._forgotten[video.video_id] = status.epoch if status is not None else 0
+            self._forgotten.move_to_end(video.video_id)
+        while len(self._forgotten) > FINALS_KEPT:
+            self._forgotten.popitem(last=False)
+        await asyncio.wrap_future(self._writer.forget(videos))
+
+    def _refuse_forgotten(self, result: VideoResult) -> None:
+        deleted_at = self._forgotten.get(result.ref.video_id)
+        if deleted_at is not None and (result.epoch or 0) < deleted_at:
+            raise StaleEpoch(
+                f"{result.ref.video_id}: results of epoch {result.epoch} refused; the video "
+                f"was deleted at epoch {deleted_at}"
+            )
 
     async def _fence(self, result: VideoResult) -> None:
         if result.epoch is not None:

@@ -21,7 +21,7 @@ from checkpoint.redis_store import RedisCheckpointStore
 from consumers.admin import ensure_topics, service_topics
 from consumers.base import RecordInfo
 from consumers.errors import InvalidEvent
-from consumers.events import VideoUploaded
+from consumers.events import VideoDeleted, VideoUploaded
 from consumers.kafka import KafkaVideoConsumer
 from core.config import ServiceConfig
 from core.records import VideoRef
@@ -29,6 +29,7 @@ from notify.delivery_log import RedisDeliveryLog
 from notify.dispatcher import NotificationDispatcher
 from notify.status_topic import StatusTopicPublisher
 from notify.webhooks import WebhookSender
+from runtime.deletion import VideoDeleter
 from runtime.executor import StageExecutor
 from runtime.metrics import (
     ActivitySource,
@@ -109,7 +110,8 @@ class ReelsenseService:
             settings=config.runtime,
             quiet_lanes=config.backfill.quiet_lanes,
         )
-        self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor))
+        deleter = VideoDeleter(self.store, executor, chunks, self.pipeline.version)
+        self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor, deleter))
         self._delivery_log = RedisDeliveryLog.from_settings(config.redis, config.notify)
         self._dispatcher = NotificationDispatcher(
             self.store,
@@ -311,17 +313,27 @@ def _undeploy() -> None:
 
 
 class _Handler:
-    """Adapts the consumer's callbacks to the processor."""
+    """Adapts the consumer's callbacks to the processor and the deleter."""
 
-    def __init__(self, processor: VideoProcessor) -> None:
+    def __init__(self, processor: VideoProcessor, deleter: VideoDeleter) -> None:
         self._processor = processor
+        self._deleter = deleter
 
     async def handle(self, event: VideoUploaded, record: RecordInfo) -> None:
         try:
-            await self._processor.process(replace(event.to_ref(), lane=record.lane))
+            ref = replace(event.to_ref(), lane=record.lane, sent_ms=record.timestamp)
+            await self._processor.process(ref)
         except VideoIdTaken as taken:
             # Another tenant's video: its record stays as it is, this event is dead-lettered.
             raise InvalidEvent(str(taken), code=taken.code) from taken
+
+    async def delete(self, event: VideoDeleted, record: RecordInfo) -> None:
+        try:
+            await self._deleter.delete(
+                event.video_id, tenant=event.tenant, asked_ms=record.timestamp, reason=event.reason
+            )
+        except VideoIdTaken as taken:  # another tenant's video: refused, dead-lettered
+            raise InvalidEvent(str(taken), code=taken.code, video_id=None) from taken
 
     async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:
         # The consumer has logged it at WARNING already: one line per invalid event.

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from core.records import SearchHit, VideoResult
+from core.records import SearchHit, VideoRef, VideoResult
+
+if TYPE_CHECKING:
+    from sinks.lance_table import LanceTable
 
 
 class Sink(ABC):
@@ -26,8 +29,37 @@ class Sink(ABC):
     def write(self, results: Sequence[VideoResult]) -> None:
         """Write results of several videos; idempotent per video and pipeline version."""
 
+    @abstractmethod
+    def forget(self, videos: Sequence[VideoRef]) -> None:
+        """Remove everything this sink holds of ``videos`` (deleted videos), for good: gone
+        from disk too within ``storage.deletion_max_s`` (``purge``)."""
+
+    def purge_in(self) -> float | None:
+        """Seconds until this sink's next step of purging what it forgot (0: due now), None
+        when none is scheduled."""
+        return None
+
+    def purge(self) -> float | None:
+        """Run the purge step that is due (``sinks.lance_purge``); as ``purge_in`` after."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients."""
+
+
+class TableSink(Sink):
+    """A sink whose rows live in one Lance table, ``table``."""
+
+    table: LanceTable
+
+    def forget(self, videos: Sequence[VideoRef]) -> None:
+        self.table.forget([video.video_id for video in videos])
+
+    def purge_in(self) -> float | None:
+        return self.table.purges.next_in()
+
+    def purge(self) -> float | None:
+        return self.table.purge()
 
 
 class VectorIndex(ABC):

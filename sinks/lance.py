@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from core.config import StorageSettings
 from core.records import VideoResult
-from sinks.base import Sink
+from sinks.base import TableSink
 from sinks.lance_rows import columns_table, latest_per_video, sql_string, table_uri, video_predicate
 from sinks.lance_table import EmbeddingRowsSink, LanceTable
 
@@ -131,7 +131,7 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-class LanceSummarySink(Sink):
+class LanceSummarySink(TableSink):
     """Table ``videos``: one row per video, keyed by video_id."""
 
     name = "lance_videos"

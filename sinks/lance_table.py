@@ -25,8 +25,9 @@ from lance.commit import CommitConflictError
 from core.config import StorageSettings
 from core.errors import ReelsenseError
 from core.records import VideoResult
-from sinks.base import Sink
+from sinks.base import TableSink
 from sinks.errors import SinkAccessDenied, SinkRejected, SinkUnavailable
+from sinks.lance_purge import PurgeSchedule, run_due
 from sinks.lance_rows import first_dim, latest_per_video, table_uri, video_predicate
 from storage.s3 import lance_storage_options
 
@@ -110,6 +111,7 @@ class LanceTable:
         commit_retries: int = 5,
         compact_every: int = 64,
         keep_versions_s: float = 600.0,
+        deletion_max_s: float = 86_400.0,
     ) -> None:
         self.uri = uri
         self.name = uri.rstrip("/").rsplit("/", 1)[-1].removesuffix(".lance")
@@ -120,6 +122,7 @@ class LanceTable:
         self._dataset: lance.LanceDataset | None = None
         self._commits = 0
         self._compacted_at = 0  # the commit count at the last compaction
+        self.purges = PurgeSchedule(deletion_max_s, keep_versions_s)
 
     @classmethod
     def from_settings(cls, storage: StorageSettings, table: str) -> LanceTable:
@@ -129,6 +132,7 @@ class LanceTable:
             commit_retries=storage.commit_retries,
             compact_every=storage.lance_compact_every,
             keep_versions_s=storage.lance_keep_versions_s,
+            deletion_max_s=storage.deletion_max_s,
         )
 
     def open(self) -> lance.LanceDataset | None:
@@ -177,6 +181,23 @@ class LanceTable:
         dataset = self._dataset or self.open()
         if dataset is not None:
             self._committed(lambda: dataset.delete(predicate))
+
+    def forget(self, video_ids: Sequence[str]) -> None:
+        """Remove every row of ``video_ids`` (a deletion), their bytes purged from disk too
+        within ``deletion_max_s`` (``purge``, ``sinks.lance_purge``)."""
+        if video_ids:
+            self.delete(video_predicate(video_ids))
+            self.purges.forgot()
+
+    def purge(self) -> float | None:
+        """The purge or removal of old versions that is due, if one is (``run_due``); seconds
+        until the next, None when none is scheduled."""
+        due = self.purges.next_in()
+        if due is None or due > 0:
+            return due
+        run_due(self.purges, self.open(), self.keep_versions_s, name=self.name)
+        self._dataset = None
+        return self.purges.next_in()
 
     def _committed(self, commit: Callable[[], object]) -> None:
         try:
@@ -330,7 +351,7 @@ class LanceTable:
             raise map_lance_error(exc, table=self.name) from exc
 
 
-class EmbeddingRowsSink(Sink):
+class EmbeddingRowsSink(TableSink):
     """A table of per-frame rows with an embedding column of one dimension (frames, vectors)."""
 
     KEYS: ClassVar[tuple[str, ...]]

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from core.config import StorageSettings
-from core.records import EarlierResult, Frame, ProbeInfo, VideoResult
+from core.records import EarlierResult, Frame, ProbeInfo, VideoRef, VideoResult
 from core.shots import video_shots
 from core.spans import text_spans
 from core.speech import Speech
@@ -40,6 +40,13 @@ def thumbnail_key(tenant: str, video_id: str, decode_version: str, sample: int) 
     parts = (quote(part, safe="") for part in (tenant, video_id, decode_version))
     tenant_part, video_part, version_part = parts
     return f"thumbnails/{tenant_part}/{video_part}/{version_part}/{sample:06d}.jpg"
+
+
+def video_prefixes(tenant: str, video_id: str) -> tuple[str, str]:
+    """Where a video's documents and thumbnails are, every version of them."""
+    document = document_key(tenant, video_id, "x").rsplit("/", 1)[0] + "/"
+    thumbnails = thumbnail_key(tenant, video_id, "x", 0).rsplit("/", 2)[0] + "/"
+    return document, thumbnails
 
 
 def _decode_version(result: VideoResult) -> str:
@@ -150,6 +157,13 @@ class ResultDocumentSink(Sink):
                 key = thumbnail_key(ref.tenant, ref.video_id, version, frame.index)
                 self.store.put_bytes(key, frame.thumbnail, content_type="image/jpeg")
 
+    def forget(self, videos: Sequence[VideoRef]) -> None:
+        """Every document and thumbnail of ``videos``, every version, removed."""
+        for video in videos:
+            for prefix in video_prefixes(video.tenant, video.video_id):
+                for key in self.store.list(prefix):
+                    self.store.delete(key)
+
     def read(self, tenant: str, video_id: str, pipeline_version: str) -> dict[str, Any] | None:
         """The stored document, or None if that video was not written under that version."""
         data = self.store.get_bytes(document_key(tenant, video_id, pipeline_version))
@@ -157,7 +171,7 @@ class ResultDocumentSink(Sink):
 
     def versions(self, tenant: str, video_id: str) -> list[str]:
         """Pipeline versions with a document for the video."""
-        prefix = document_key(tenant, video_id, "x").rsplit("/", 1)[0] + "/"
+        prefix, _ = video_prefixes(tenant, video_id)
         return [unquote(key[len(prefix) : -len(".json")]) for key in self.store.list(prefix)]
 
     def close(self) -> None:

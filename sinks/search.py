@@ -32,7 +32,7 @@ from core.records import VideoResult
 from core.search import Method, SearchFilter, SegmentHit
 from core.terms import index_terms
 from models.base import TextEmbeddingModel
-from sinks.base import Sink
+from sinks.base import TableSink
 from sinks.images import FRAME_KIND, ImageSearch
 from sinks.indexes import IndexUpkeep, TextIndexJob, VectorIndexJob
 from sinks.lance_rows import (
@@ -92,7 +92,7 @@ def filter_sql(where: SearchFilter) -> str | None:
     return " AND ".join(clauses) or None
 
 
-class LanceSearchIndex(Sink):
+class LanceSearchIndex(TableSink):
     """The searchable segments of every video under one text embedder."""
 
     name = "lance_search"

@@ -23,7 +23,7 @@ import pyarrow as pa
 from core.config import StorageSettings
 from core.records import VideoResult
 from core.spans import text_spans
-from sinks.base import Sink
+from sinks.base import TableSink
 from sinks.lance_rows import latest_per_video, sql_string, table_uri
 from sinks.lance_table import LanceTable
 from sinks.object_store import shot_entries
@@ -78,7 +78,7 @@ def _row(kind: str, start: float, end: float, text: str, attributes: Any) -> dic
     return {"kind": kind, "start_s": start, "end_s": end, "text": text, "attributes": attributes}
 
 
-class LanceSegmentSink(Sink):
+class LanceSegmentSink(TableSink):
     """Table ``segments``: one row per shot, text span and speech segment, keyed by
     (video_id, kind, seq)."""
 

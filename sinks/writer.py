@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict, deque
@@ -31,30 +32,18 @@ from types import TracebackType
 from typing import ClassVar, Protocol, runtime_checkable
 
 from core.config import StorageSettings
-from core.errors import PermanentError, ReelsenseError, RetryableError
-from core.records import VideoResult
+from core.errors import PermanentError, ReelsenseError
+from core.records import VideoRef, VideoResult
 from models.base import ImageEmbeddingModel, TextEmbeddingModel
 from sinks.base import Sink
-from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.errors import SinkUnavailable, as_sink_error
+from sinks.forgetting import forget_everywhere, purge_due
 from sinks.lineup import sinks_from_settings
 from sinks.writer_lease import WriterLease
 
 log = logging.getLogger(__name__)
 
 FINALS_KEPT = 65_536  # videos whose last final write's epoch is remembered
-
-
-def as_sink_error(exc: BaseException, sink: str) -> ReelsenseError:
-    """Any failure of a sink as SinkUnavailable (retry later) or SinkRejected (do not)."""
-    if isinstance(exc, SinkUnavailable | SinkRejected):
-        return exc
-    if isinstance(exc, PermanentError):
-        return SinkRejected(f"{sink}: {exc}", code=exc.code)
-    if isinstance(exc, RetryableError):
-        return SinkUnavailable(f"{sink}: {exc}", code=exc.code, retry_after=exc.retry_after)
-    # Unknown failures are retried: the caller's retry budget bounds them, and a lost
-    # result is worse than a repeated attempt.
-    return SinkUnavailable(f"{sink}: {type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -95,6 +84,12 @@ class _Pending:
     submitted: float
 
 
+@dataclass
+class _Forget:
+    videos: Sequence[VideoRef]
+    future: concurrent.futures.Future[None]
+
+
 class SinkWriter:
     """Writes submitted results to every sink, many videos per commit, from one thread."""
 
@@ -118,6 +113,8 @@ class SinkWriter:
         self.stats = WriterStats()
         self._pending: list[_Pending] = []
         self._parts: list[_Part] = []
+        self._forgets: list[_Forget] = []
+        self._purge_at = math.inf  # time.monotonic() when a sink's purge step is due
         # The owner epoch of each video's latest final write: parts of that attempt or an
         # older one that come after it are not written (they would mark final rows partial).
         self._finals: OrderedDict[str, int | None] = OrderedDict()
@@ -175,6 +172,16 @@ class SinkWriter:
         """Queue the removal of a failed video's partial rows."""
         self._queue_parts([_Part(video_id, None)])
 
+    def forget(self, videos: Sequence[VideoRef]) -> concurrent.futures.Future[None]:
+        """Queue the removal of everything every sink holds of ``videos`` (deleted), after
+        the writes submitted before it; the future resolves once every sink removed them
+        (their bytes are purged from disk later, within ``storage.deletion_max_s``)."""
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        with self._cond:
+            self._forgets.append(_Forget(list(videos), future))
+            self._cond.notify_all()
+        return future
+
     def _queue_parts(self, parts: list[_Part]) -> None:
         with self._cond:
             if parts and not self._closing:
@@ -227,18 +234,22 @@ class SinkWriter:
             return True
         return time.monotonic() - self._pending[0].submitted >= self.flush_s
 
-    def _take(self) -> tuple[list[_Part], list[_Pending]] | None:
-        """Wait until parts wait or a batch is due, and take them; None once closed and
-        drained."""
+    def _take(self) -> tuple[list[_Part], list[_Pending], list[_Forget]] | None:
+        """Wait until parts or deletions wait, a batch is due or a purge step; take them. None
+        once closed and drained."""
         with self._cond:
-            while not self._parts and not self._due():
+            while not self._parts and not self._forgets and not self._due():
                 if self._closing:
                     return None
-                wait = None
+                wait = self._purge_at - time.monotonic()
+                if wait <= 0:
+                    break
                 if self._pending:
-                    wait = max(0.0, self.flush_s - (time.monotonic() - self._pending[0].submitted))
-                self._cond.wait(wait)
+                    flush = self.flush_s - (time.monotonic() - self._pending[0].submitted)
+                    wait = min(max(0.0, flush), wait)
+                self._cond.wait(None if wait == math.inf else wait)
             parts, self._parts = self._parts, []
+            forgets, self._forgets = self._forgets, []
             batch: list[_Pending] = []
             if self._due():
                 batch = self._pending[: self.batch_videos]
@@ -246,7 +257,7 @@ class SinkWriter:
                 if not self._pending:
                     self._flush_requested = False
         # A caller may have given up on its video; the others are written anyway.
-        return parts, [p for p in batch if p.future.set_running_or_notify_cancel()]
+        return parts, [p for p in batch if p.future.set_running_or_notify_cancel()], forgets
 
     def _run(self) -> None:
         # Sinks open now rather than on the first write: loading a text model or creating a
@@ -260,15 +271,14 @@ class SinkWriter:
             except Exception as exc:
                 log.info("sink %s not open yet: %s", sink.name, exc)
         self._let_go_if_idle()
+        self._purge()  # when the first purge is due (``sinks.lance_purge``)
         while (taken := self._take()) is not None:
-            parts, batch = taken
+            parts, batch, forgets = taken
             if parts:
                 self._write_parts(parts)
-            if not batch:
-                self._let_go_if_idle()
-                continue
             try:
-                self._write_batch(batch)
+                if batch:
+                    self._write_batch(batch)
             except BaseException as exc:  # a bug here must not leave callers waiting forever
                 error = as_sink_error(exc, "sink_writer")
                 for pending in batch:
@@ -277,7 +287,21 @@ class SinkWriter:
                 if not isinstance(exc, Exception):
                     raise
             finally:
+                self._forget(forgets)  # after the writes submitted before them
+                self._purge()
                 self._let_go_if_idle()
+
+    def _forget(self, forgets: list[_Forget]) -> None:
+        for forget in forgets:
+            error = forget_everywhere(self.sinks, forget.videos, self._fence, self._open)
+            if error is None:
+                forget.future.set_result(None)
+            else:
+                forget.future.set_exception(error)
+
+    def _purge(self) -> None:
+        due_in = purge_due(self.sinks, lambda: self._fence(wait=False))
+        self._purge_at = math.inf if due_in is None else time.monotonic() + due_in
 
     def _let_go_if_idle(self) -> None:
         """The lease goes back when nothing waits here: another writer may have results."""

@@ -142,6 +142,10 @@ class RayExecutor(StageExecutor):
         async with pool_call("partial drop", self._call_s):
             await self._writer.drop_partial.remote(video_id)
 
+    async def forget(self, videos: Sequence[VideoRef]) -> None:
+        async with pool_call("forget", self._write_s):
+            await self._writer.forget.remote(list(videos))
+
     async def earlier(self, video_id: str) -> EarlierResult | None:
         async with pool_call("earlier result", self._call_s):
             found: EarlierResult | None = await self._writer.earlier.remote(video_id)

@@ -9,7 +9,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from core.config import PoolSettings, ServiceConfig
-from core.records import Chunk, EarlierResult, VideoResult
+from core.records import Chunk, EarlierResult, VideoRef, VideoResult
 from runtime.activity import ActivitySnapshot
 from runtime.executor import PooledChunk
 from runtime.pools.base import Outcome, StageRunner, later_stages, unwrap
@@ -79,6 +79,9 @@ class SinkWriterPool:
 
     async def earlier(self, video_id: str) -> EarlierResult | None:
         return await self._writer.earlier(video_id)
+
+    async def forget(self, videos: Sequence[VideoRef]) -> None:
+        await self._writer.forget(videos)
 
     async def __del__(self) -> None:
         await self._writer.close()

@@ -33,9 +33,14 @@ from api.search import SegmentSearch
 from checkpoint.base import OutboxEvent, ProgressEvent, VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
 from cli.main import main as cli_main
+from consumers.admin import ensure_topics
+from consumers.events import VideoDeleted, parse_event
+from consumers.publishing import publish_deletion
+from core.config import KafkaSettings
 from core.records import VideoRef
 from core.search import Method, SearchFilter, SegmentHit
 from devkit.services import LocalProcess, free_port
+from devkit.workload import read_records
 from models.embedding import E5Embedder
 from sinks.search import LanceSearchIndex
 from tests.sinks import make_result
@@ -603,6 +608,31 @@ async def test_stream_of_a_finished_video_ends_at_once(
     assert [(e.event, (e.data or {}).get("status")) for e in events] == [("status", "done")]
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"
+
+
+async def test_a_tenant_deletes_its_own_video_through_the_upload_topic(
+    store: RedisCheckpointStore, kafka_bootstrap: str, unique: str
+) -> None:
+    """``DELETE /v1/videos/{id}`` publishes a ``video.deleted`` event under the video's key
+    (in order with its uploads) and answers 202; another tenant's video is a 404 like a
+    missing one, and an API without a way to delete answers 503."""
+    kafka = KafkaSettings(bootstrap=kafka_bootstrap, topic=f"uploads-{unique}")
+    await ensure_topics(kafka_bootstrap, {kafka.topic: 1})
+    await done(store, "mine", tenant="acme")
+    app = create_app(store, tokens=TOKENS, delete=functools.partial(publish_deletion, kafka))
+    async with client_for(app) as client:
+        theirs = await client.delete("/v1/videos/mine", headers=B)
+        accepted = await client.delete("/v1/videos/mine", headers=A)
+    async with client_for(create_app(store, tokens=TOKENS)) as client:
+        unavailable = await client.delete("/v1/videos/mine", headers=A)
+    assert theirs.status_code == 404
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.json()["video_id"] == "mine"
+    assert unavailable.status_code == 503
+    [record] = await read_records(kafka_bootstrap, kafka.topic, 1)
+    event = parse_event(record.key, record.value, max_bytes=65536)
+    assert isinstance(event, VideoDeleted)
+    assert (record.key, event.video_id, event.tenant) == (b"mine", "mine", "acme")
 
 
 SIGNED = (

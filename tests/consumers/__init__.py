@@ -14,7 +14,7 @@ from aiokafka.structs import TopicPartition
 
 from consumers.base import RecordInfo
 from consumers.errors import InvalidEvent
-from consumers.events import VideoUploaded
+from consumers.events import VideoDeleted, VideoUploaded
 from core.config import KafkaSettings
 from core.errors import RetryableError
 
@@ -136,6 +136,7 @@ class RecordingHandler:
     reject_fails: int = 0  # reject() raises this many times first
     handled: list[tuple[str, RecordInfo]] = field(default_factory=list)
     rejected: list[tuple[InvalidEvent, RecordInfo]] = field(default_factory=list)
+    deleted: list[tuple[str, RecordInfo]] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
     active: int = 0
     max_active: int = 0
@@ -170,6 +171,9 @@ class RecordingHandler:
         finally:
             self.active -= 1
             self.active_videos[event.video_id] -= 1
+
+    async def delete(self, event: VideoDeleted, record: RecordInfo) -> None:
+        self.deleted.append((event.video_id, record))
 
     async def reject(self, error: InvalidEvent, record: RecordInfo) -> None:
         if self.reject_fails > 0:

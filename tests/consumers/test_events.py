@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consumers.errors import InvalidEvent
-from consumers.events import VIDEO_ID_PATTERN, VideoUploaded, parse_event
+from consumers.events import VIDEO_ID_PATTERN, VideoDeleted, VideoUploaded, parse_event
 
 LIMIT = 64 * 1024
 
@@ -68,6 +68,15 @@ def test_invalid_events_carry_the_tenant_their_body_names() -> None:
     assert _invalid(b"v-1", _event(uri="ftp://x/y", tenant="no such tenant!")).tenant is None
     assert _invalid(b"v-1", _event(uri="ftp://x/y", tenant="acme\n")).tenant is None
     assert _invalid(b"v-1", b"not json").tenant is None
+
+
+def test_a_deletion_event_parses_as_one() -> None:
+    body = {"type": "video.deleted", "video_id": "v-1", "tenant": "acme"}
+    deleted = parse_event(b"v-1", json.dumps(body).encode(), max_bytes=LIMIT)
+    assert isinstance(deleted, VideoDeleted)
+    assert (deleted.video_id, deleted.tenant) == ("v-1", "acme")
+    assert _invalid(b"v-2", json.dumps(body).encode()).code == "event_key_mismatch"
+    assert _invalid(b"v-1", json.dumps({**body, "x": 1}).encode()).code == "event_invalid"
 
 
 def test_an_oversized_event_is_refused_before_parsing() -> None:

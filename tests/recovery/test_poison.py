@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,9 @@ class _NoStages(StageExecutor):
 
     async def earlier(self, video_id: str) -> EarlierResult | None:
         raise AssertionError(f"earlier result of {video_id}")
+
+    async def forget(self, videos: Sequence[VideoRef]) -> None:
+        raise AssertionError(f"forget {[v.video_id for v in videos]}")
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ consumer joining and leaving, then an offline check that nothing was lost or dou
 
     python -m bench.chaos --videos 50 --kills 20 --json chaos.json [--seed 7] [--workdir DIR]
         [--outages 1 --outage-s 120 --freezes 1 --poisons 2 --drips 1]
+        [--dead-endpoint --replica-freezes 1 --writer-kills 1 --failovers 1 --denials 1]
 
 Run from the repository root. Starts its own stack on 127.0.0.1 (moto as S3, Tansu storing
 its log in that S3 so a restarted broker keeps every record and committed offset, redis-server
@@ -16,7 +17,11 @@ process that joins the consumer group and later leaves on SIGTERM. Hostile input
 outages come from ``bench.chaos_faults``: poison re-sends of done videos, slow-drip sources,
 an outage of the object store (its own moto, behind a gate that refuses connections for
 minutes) and the joined process
-frozen past its session and leases while it holds partitions.
+frozen past its session and leases while it holds partitions; with the options of the second
+line, one tenant's webhook endpoint that never answers (the other tenants' webhook delays are
+reported, to set against a run without it), the OCR replica stopped by SIGSTOP, the sink
+writer's replica killed, Redis run under Sentinel with its primary killed and failed over,
+and the object store answering AccessDenied.
 When every video is final, ``bench.chaos_verify`` checks the sinks, the webhooks, the
 checkpoints and the committed offsets. Exit code 1 when an invariant fails. Everything started
 is stopped by PID, also on failure.
@@ -29,32 +34,32 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench.chaos_disruptions import Disruptions
 from bench.chaos_faults import (
     DripSource,
     Gate,
     check_hostile,
+    dead_endpoint_records,
     drip_record,
-    kill_replica,
     object_storage,
-    pause,
     poison_record,
+    webhook_delays,
 )
-from bench.chaos_plan import KINDS, Action, ChaosOptions, plan
+from bench.chaos_plan import KINDS, ChaosOptions, plan
 from bench.chaos_progress import Progress
 from bench.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState
+from devkit.blackhole import Blackhole
 from devkit.run_config import with_sections
-from devkit.service_process import ServiceProcess
+from devkit.sentinel_redis import SentinelRedis
 from devkit.service_run import ServiceRun
 from devkit.services import moto_server
 from devkit.stack import EmbeddedStack
@@ -71,9 +76,14 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
     stack = EmbeddedStack(root, broker_on_s3=True)
     # The service's chunks and documents on an S3 endpoint of their own, which an outage
     # stops without stopping the broker's storage.
-    objects = moto_server(root / "objects-moto") if options.outages else None
+    gated = options.outages or options.denials
+    objects = moto_server(root / "objects-moto") if gated else None
+    sentinel = SentinelRedis(root / "sentinel-redis") if options.failovers else None
     await asyncio.to_thread(stack.start)
     try:
+        if sentinel is not None:
+            await asyncio.to_thread(sentinel.start)
+            await sentinel.replicating()
         async with ServiceRun(
             root,
             bootstrap=stack.bootstrap,
@@ -86,14 +96,18 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
                 gate = Gate(objects.port)
                 await gate.open()
                 run.configure(storage=object_storage(objects.port, gate))
+            if sentinel is not None:
+                run.configure(redis=sentinel.settings())
             try:
-                report = await _Soak(options, stack, run, gate).run()
+                report = await _Soak(options, stack, run, gate, sentinel).run()
             finally:
                 if gate is not None:
                     await gate.shut()
     finally:
         if objects is not None:
             await asyncio.to_thread(objects.stop)
+        if sentinel is not None:
+            await asyncio.to_thread(sentinel.stop)
         await asyncio.to_thread(stack.stop)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     report["ok"] = not report["failures"]
@@ -105,37 +119,19 @@ async def run_chaos(options: ChaosOptions) -> dict[str, Any]:
     return report
 
 
-class _Soak:
+class _Soak(Disruptions):
     def __init__(
         self,
         options: ChaosOptions,
         stack: EmbeddedStack,
         run: ServiceRun,
         gate: Gate | None,
+        sentinel: SentinelRedis | None,
     ) -> None:
-        self.options = options
-        self.stack = stack
-        self.service_run = run
-        self.gate = gate  # in front of the object store, for its outages
+        super().__init__(options, stack, run, gate, sentinel)
+        self.dead = Blackhole()  # tenant acme's callback, with ``dead_endpoint``
         self.poisoned: list[str] = []
         self.videos: dict[str, Path] = {}
-        self.rng = random.Random(options.seed)
-        self.counts = dict.fromkeys(
-            ("kills", "replica_kills", "broker_bounces", "redis_bounces", "rebalances"), 0
-        ) | dict.fromkeys(("outages", "freezes", "poisons"), 0)
-        self.leave_exit_codes: list[int | None] = []
-        self.unexpected_exits: list[str] = []
-        self.joined_at = 0.0
-        self.side: asyncio.Task[None] | None = None  # b's join and freezes, when planned
-        self.start_s: list[float] = []  # from start to a healthy API, per (re)start
-        # Production retry pacing: a lost replica or a Redis restart must not exhaust the
-        # attempts of a video before the part is back.
-        # Sources on 127.0.0.1 (the drips) allowed, and a fetch deadline they run into.
-        self.config = run.configure(
-            runtime={"retry_backoff_s": (1.0, 5.0, 30.0)},
-            limits={"allow_private": True, "total_timeout_s": 10.0},
-        )
-        self.session_s = self.config.kafka.session_timeout_ms / 1000
 
     async def run(self) -> dict[str, Any]:
         options, run, config = self.options, self.service_run, self.config
@@ -153,7 +149,8 @@ class _Soak:
         chunks = {v: -(-len(times) // config.stages.chunk_frames) for v, times in expected.items()}
         self.videos = {v: videos[v][0] for v in sorted(videos)}
         run.start_process("a")
-        await run.upload(self.videos)
+        await self.dead.start()
+        await run.publish(dead_endpoint_records(self.videos, self.dead, options.dead_endpoint))
         drip = DripSource()
         dripped = [f"drip-{i}" for i in range(options.drips)]
         await run.publish(drip_record(v, drip.url(v)) for v in dripped)
@@ -183,6 +180,7 @@ class _Soak:
         # Graceful: final commits, then the sinks are at rest. In a thread, so that the
         # receiver in this loop still answers deliveries made while the services drain.
         await asyncio.to_thread(run.stop_processes, timeout_s=120)
+        await self.dead.stop()
         hooks = run.receiver.requests
         if self.gate is not None:  # read the objects straight, not through this loop's gate
             endpoint = f"http://127.0.0.1:{self.gate.target_port}"
@@ -203,6 +201,8 @@ class _Soak:
         )
         report["failures"] += hostile.pop("failures")
         report.update(hostile)
+        report.update(await webhook_delays(run.store, hooks, set(self.videos)))
+        report["dead_endpoint_connections"] = self.dead.accepted
         report.update(self.counts)
         report["planned"] = planned  # more than fired: the work ended first
         disruptions = sum(self.counts.values())
@@ -221,89 +221,6 @@ class _Soak:
         report["start_s_max"] = round(max(self.start_s, default=0.0), 1)
         report["seed"] = options.seed
         return report
-
-    def _restart_exited(self) -> None:
-        """A service that exited on its own is a finding; it is restarted so the run goes on."""
-        for name, service in self.service_run.processes.items():
-            code = service.exited()
-            if code is not None:
-                self.unexpected_exits.append(f"{name} exited with {code}")
-                log.warning("service %s exited with %s; restarting", name, code)
-                service.kill()
-                service.start()
-
-    async def _fire(self, action: Action) -> None:
-        fire: Callable[[], Awaitable[None]] = getattr(self, f"_fire_{action.kind}")
-        await fire()
-
-    async def _fire_kill(self) -> None:
-        service = self.service_run.process("a")
-        await asyncio.to_thread(service.kill)
-        service.start()
-        self.counts["kills"] += 1
-        await self._healthy("a")  # the next disruption meets a running service
-
-    async def _fire_replica(self) -> None:
-        if await kill_replica(self.service_run, "ocr"):
-            self.counts["replica_kills"] += 1
-
-    async def _fire_broker(self) -> None:
-        await self.stack.bounce(self.stack.broker, self.rng.uniform(1.0, 3.0))
-        self.counts["broker_bounces"] += 1
-
-    async def _fire_redis(self) -> None:
-        await self.stack.bounce(self.stack.redis, self.rng.uniform(0.5, 2.0))
-        self.counts["redis_bounces"] += 1
-
-    async def _fire_outage(self) -> None:
-        if self.gate is not None:
-            await self.gate.outage(self.options.outage_s)
-            self.counts["outages"] += 1
-
-    async def _fire_join(self) -> None:
-        """Start b; with freezes planned, b starts and freezes beside the other disruptions
-        (a start takes a minute, and the work must not race ahead of the freeze meanwhile)."""
-        if self.options.freezes:
-            self.side = asyncio.create_task(self._join_and_freeze())
-        else:
-            await self._join()
-
-    async def _join(self) -> None:
-        self.service_run.start_process("b")
-        await self._healthy("b")  # then its consumer joins the group
-        self.joined_at = time.monotonic()
-        self.counts["rebalances"] += 1
-
-    async def _join_and_freeze(self) -> None:
-        """b joins, freezes, wakes (and finds its attempts taken over), then leaves at once:
-        a second consumer working beside a would let the work race past the kills planned
-        for later shares, which only a receives."""
-        await self._join()
-        for _ in range(self.options.freezes):
-            b = await self._joined()
-            if b is not None and b.process is not None:  # past its session and its leases
-                await pause(b.process.pid, self.session_s + self.config.runtime.lease_s + 5)
-                self.counts["freezes"] += 1
-        await self._leave()
-
-    async def _fire_leave(self) -> None:
-        if self.side is not None:
-            await self.side
-        await self._leave()
-
-    async def _leave(self) -> None:
-        if b := await self._joined():
-            self.leave_exit_codes.append(await asyncio.to_thread(b.stop))
-            self.counts["rebalances"] += 1
-
-    async def _joined(self) -> ServiceProcess | None:
-        """Process b once the rebalance of its join is over (it holds partitions); None
-        when it does not run."""
-        b = self.service_run.processes.get("b")
-        if b is None or not b.running:
-            return None
-        await asyncio.sleep(max(0.0, self.joined_at + self.session_s + 2 - time.monotonic()))
-        return b
 
     async def _poison(self) -> None:
         """Re-send ``poisons`` done videos' events with an unknown field, each as soon as a
@@ -324,16 +241,6 @@ class _Soak:
             else:
                 await asyncio.sleep(1.0)
 
-    async def _healthy(self, name: str) -> None:
-        """Waits for a started service's API; records how long the start took."""
-        started = time.monotonic()
-        try:
-            await self.service_run.process(name).wait_healthy(timeout_s=300)
-        except TimeoutError:
-            log.warning("service %s is not healthy after 300 s", name)
-            return
-        self.start_s.append(time.monotonic() - started)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
@@ -348,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--freezes", type=int, default=1, help="of the joined process")
     parser.add_argument("--poisons", type=int, default=2, help="re-sends of done videos")
     parser.add_argument("--drips", type=int, default=1, help="sources dripping for ever")
+    parser.add_argument("--dead-endpoint", action="store_true", help="acme's callback hangs")
+    parser.add_argument("--replica-freezes", type=int, default=0, help="OCR replica SIGSTOPs")
+    parser.add_argument("--writer-kills", type=int, default=0, help="sink writer replica kills")
+    parser.add_argument("--failovers", type=int, default=0, help="Redis failovers (Sentinel)")
+    parser.add_argument("--denials", type=int, default=0, help="object store AccessDenied")
+    parser.add_argument("--denial-s", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--timeout-s", type=float)
@@ -368,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         freezes=args.freezes,
         poisons=args.poisons,
         drips=args.drips,
+        dead_endpoint=args.dead_endpoint,
+        replica_freezes=args.replica_freezes,
+        writer_kills=args.writer_kills,
+        failovers=args.failovers,
+        denials=args.denials,
+        denial_s=args.denial_s,
         seed=args.seed,
         workdir=args.workdir,
         timeout_s=args.timeout_s,

@@ -23,15 +23,17 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from bench.chaos_verify import DONE_EVENT
 from checkpoint.base import CheckpointStore, VideoState
 from consumers.dead_letter import REASON_CODE
+from devkit.blackhole import Blackhole
 from devkit.receiver import ReceivedWebhook
 from devkit.service_run import ServiceRun
 from devkit.services import free_port
@@ -79,13 +81,16 @@ class DripSource:
 
 class Gate:
     """A TCP forwarder on 127.0.0.1 to ``target_port`` that an outage shuts: while shut,
-    connections are refused and the open ones are reset, as when the endpoint is down."""
+    connections are refused and the open ones are reset, as when the endpoint is down. While it
+    denies, every request is answered ``403 AccessDenied``, as S3 answers a key that is
+    rotated away or a policy that no longer allows the service."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.port = free_port()
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._denying = False
 
     async def open(self) -> None:
         self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
@@ -106,7 +111,20 @@ class Gate:
         finally:
             await self.open()
 
+    async def denial(self, seconds: float) -> None:
+        """Answer AccessDenied for ``seconds`` (connections open now are reset first)."""
+        for writer in list(self._open):
+            writer.transport.abort()
+        self._denying = True
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._denying = False
+
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._denying:
+            await _deny(reader, writer)
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
@@ -119,6 +137,25 @@ class Gate:
             for side in (writer, up_writer):
                 self._open.discard(side)
                 side.transport.abort()
+
+
+_DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message></Error>"
+)
+
+
+async def _deny(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Read one request's head, answer it 403 AccessDenied, close."""
+    with suppress(OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        await reader.readuntil(b"\r\n\r\n")
+        head = (
+            b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(_DENIED)
+        )
+        writer.write(head + _DENIED)
+        await writer.drain()
+    writer.close()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -229,3 +266,53 @@ async def kill_replica(run: ServiceRun, deployment: str) -> bool:
         await asyncio.sleep(0.5)
     log.warning("no %s replica found to kill", deployment)
     return False
+
+
+DEAD_TENANT = "acme"  # with a dead endpoint: the tenant whose callback never answers
+
+
+def dead_endpoint_records(
+    videos: Mapping[str, Path], dead: Blackhole, on: bool
+) -> list[KafkaRecord]:
+    """One upload event per video; with a dead endpoint, every other video is tenant acme's
+    with ``dead`` as its callback URL (its webhooks to the run's receiver still go out, as a
+    subscription), the rest tenant globex's."""
+    if not on:
+        return [upload_record(v, path) for v, path in videos.items()]
+    records = []
+    for n, (video_id, path) in enumerate(videos.items()):
+        extra = {"tenant": DEAD_TENANT, "callback_url": dead.url()} if n % 2 == 0 else {}
+        records.append(upload_record(video_id, path, **({"tenant": "globex"} | extra)))
+    return records
+
+
+async def webhook_delays(
+    store: CheckpointStore, hooks: Sequence[ReceivedWebhook], ids: Collection[str]
+) -> dict[str, Any]:
+    """From each video's final transition to its first delivery at the run's receiver, by
+    tenant: ``webhook_delay_p50_s`` / ``_p95_s`` for every tenant but the dead endpoint's (the
+    figures compared with a run without it), ``dead_tenant_webhook_delay_p95_s`` for it."""
+    first: dict[str, float] = {}
+    for hook in hooks:
+        video_id = hook.video_id
+        if video_id in ids and hook.type == DONE_EVENT:
+            first[video_id] = min(first.get(video_id, hook.received_at), hook.received_at)
+    delays: dict[str, list[float]] = {"others": [], "dead": []}
+    for video_id, at in first.items():
+        status = await store.get(video_id)
+        if status is None or status.finished_at is None:
+            continue
+        group = "dead" if status.tenant == DEAD_TENANT else "others"
+        delays[group].append(max(0.0, at - status.finished_at.timestamp()))
+    return {
+        "webhook_delay_p50_s": _quantile(delays["others"], 0.5),
+        "webhook_delay_p95_s": _quantile(delays["others"], 0.95),
+        "dead_tenant_webhook_delay_p95_s": _quantile(delays["dead"], 0.95),
+    }
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)

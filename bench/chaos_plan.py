@@ -21,6 +21,13 @@ class ChaosOptions:
     freezes: int = 0  # the joined process frozen past its session (needs ``rebalance``)
     poisons: int = 0  # re-sends of done videos with an unknown field
     drips: int = 0  # videos whose source drips a byte every half second
+    dead_endpoint: bool = False  # tenant acme's callback URL takes connections, never answers
+    replica_freezes: int = 0  # the OCR replica stopped (SIGSTOP) for replica_freeze_s
+    replica_freeze_s: float = 40.0
+    writer_kills: int = 0  # the sink writer's replica killed
+    failovers: int = 0  # Redis under Sentinel, its primary killed (-9) and failed over
+    denials: int = 0  # the object store answering AccessDenied for denial_s
+    denial_s: float = 30.0
     seed: int = 1
     workdir: Path | None = None
     timeout_s: float | None = None  # for every video to become final; None: from the load
@@ -31,7 +38,19 @@ class ChaosOptions:
         return self.timeout_s or 300 + 90 * (self.kills + 2) + 15 * self.videos
 
 
-KINDS = ("kill", "replica", "broker", "redis", "outage", "join", "leave")
+KINDS = (
+    "kill",
+    "replica",
+    "broker",
+    "redis",
+    "outage",
+    "join",
+    "leave",
+    "freeze_replica",
+    "writer",
+    "failover",
+    "denial",
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +72,13 @@ def plan(options: ChaosOptions, rng: random.Random) -> list[Action]:
     actions = [draw("kill") for _ in range(options.kills)]
     actions += [draw("replica") for _ in range(options.replica_kills)]
     actions += [draw("broker") for _ in range(options.broker_bounces)]
-    actions += [draw("redis") for _ in range(options.redis_bounces)]
+    if not options.failovers:  # under Sentinel a Redis restart is a failover
+        actions += [draw("redis") for _ in range(options.redis_bounces)]
     actions += [draw("outage", 0.2, 0.6) for _ in range(options.outages)]
+    actions += [draw("freeze_replica") for _ in range(options.replica_freezes)]
+    actions += [draw("writer") for _ in range(options.writer_kills)]
+    actions += [draw("failover") for _ in range(options.failovers)]
+    actions += [draw("denial", 0.2, 0.6) for _ in range(options.denials)]
     if options.rebalance and options.freezes:
         # Earlier, so that b still holds videos in flight when it freezes (the join freezes
         # it, beside the disruptions that follow).

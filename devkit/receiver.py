@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class ReceivedWebhook:
     body: bytes
     status: int
     verified: bool  # the signature matched the receiver's secret
+    received_at: float = field(default_factory=time.time)  # when it arrived (epoch seconds)
 
     @property
     def webhook_id(self) -> str:

@@ -19,6 +19,7 @@ from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import KafkaSettings, NotifySettings, WebhookSubscription
 from core.records import VideoRef
+from devkit.blackhole import Blackhole
 from devkit.receiver import Reply, WebhookReceiver
 from devkit.services import free_port
 from devkit.workload import read_records
@@ -563,41 +564,6 @@ def test_targets_for_deduplicates_and_filters() -> None:
     assert targets_for(make_event(), ()) == []
 
 
-class _Blackhole:
-    """An endpoint that takes connections and never answers (a hung server, a firewall that
-    drops replies): it counts the connections it holds at once."""
-
-    def __init__(self) -> None:
-        self.open = 0
-        self.most_open = 0
-        self.accepted = 0
-        self._server: asyncio.Server | None = None
-        self._writers: list[asyncio.StreamWriter] = []
-
-    async def start(self) -> str:
-        self._server = await asyncio.start_server(self._hold, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/hook"
-
-    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.open += 1
-        self.accepted += 1
-        self.most_open = max(self.most_open, self.open)
-        self._writers.append(writer)
-        try:
-            await reader.read()  # until the client gives up and closes
-        finally:
-            self.open -= 1
-            writer.close()
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in self._writers:
-            writer.close()
-        await self._server.wait_closed()
-
-
 async def test_a_dead_endpoint_of_one_tenant_stops_no_other_tenants_webhooks(
     ctx: Ctx, kafka_bootstrap: str, unique: str
 ) -> None:
@@ -605,8 +571,8 @@ async def test_a_dead_endpoint_of_one_tenant_stops_no_other_tenants_webhooks(
     not in hand: with room for 3 entries in hand, 12 of acme's events come first, and
     globex's events behind them are still delivered at once. acme's endpoint never holds more
     than its share of the connections, and all of acme's messages wait to be retried."""
-    hole = _Blackhole()
-    dead = await hole.start()
+    hole = await Blackhole().start()
+    dead = hole.url()
     settings = notify_settings(
         max_pending_events=3,
         max_concurrency=6,

@@ -47,6 +47,11 @@ from core.errors import PermanentError
 log = logging.getLogger("checkpoint.redis_store")
 
 
+# Waits for the confirmation of a final transition that is written (each of
+# ``aof_wait_timeout_ms``) before it is given up as ``checkpoint_not_durable``.
+_CONFIRM_AGAIN = 5
+
+
 class DurabilityMode(StrEnum):
     """What the server promises about an acknowledged write (see the module's docstring)."""
 
@@ -118,8 +123,23 @@ class Durability:
             async with self._redis.pipeline(transaction=False) as pipe:
                 await script(keys=keys, args=args, client=pipe)
                 replies, waited = await self._barrier_and_wait(pipe)
-        self._confirmed(waited)
+        try:
+            self._confirmed(waited)
+        except CheckpointUnavailable:
+            # Written, not yet confirmed (a replica fsyncing every second, one reconnecting
+            # after a failover): wait for the confirmation again rather than have the caller
+            # redo a transition that is in; it is raised once these waits run out too.
+            await self._confirm_again()
         return replies[0]
+
+    async def _confirm_again(self) -> None:
+        for attempt in range(1, _CONFIRM_AGAIN):
+            try:
+                await self.confirm()
+                return
+            except CheckpointUnavailable:
+                if attempt == _CONFIRM_AGAIN - 1:
+                    raise
 
     async def confirm(self) -> None:
         """Return once everything written so far is on disk (``claim`` answered skip: the

@@ -58,7 +58,7 @@ class SentinelRedis(LocalPart):
             "sentinels": [f"127.0.0.1:{self.sentinel.port}"],
             "sentinel_master": MASTER,
             "replicas_to_confirm": replicas_to_confirm,
-            "aof_wait_timeout_ms": 500,
+            "aof_wait_timeout_ms": 1000,  # a replica fsyncing every second answers within it
         }
 
     async def primary_port(self) -> int:

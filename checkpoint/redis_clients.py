@@ -23,30 +23,24 @@ from core.config import RedisSettings
 
 def async_client(settings: RedisSettings, **options: Any) -> aioredis.Redis:
     """A client of the primary for asyncio; ``options`` as redis-py takes them."""
-    kwargs = _connection(settings, options)
-    if not settings.sentinels:
-        return aioredis.Redis.from_url(settings.url, **kwargs)
-    sentinel = AsyncSentinel(  # type: ignore[no-untyped-call]
-        _addresses(settings), sentinel_kwargs=_sentinel_kwargs(settings)
-    )
-    client: aioredis.Redis = sentinel.master_for(
-        settings.sentinel_master, db=_db(settings.url), **kwargs
-    )
+    client: aioredis.Redis = _client(settings, options, aioredis.Redis, AsyncSentinel)
     return client
 
 
 def sync_client(settings: RedisSettings, **options: Any) -> redis.Redis:
     """A client of the primary for threads (the writer lease)."""
+    client: redis.Redis = _client(settings, options, redis.Redis, Sentinel)
+    return client
+
+
+def _client(
+    settings: RedisSettings, options: dict[str, Any], redis_class: Any, sentinel_class: Any
+) -> Any:
     kwargs = _connection(settings, options)
     if not settings.sentinels:
-        return redis.Redis.from_url(settings.url, **kwargs)
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        _addresses(settings), sentinel_kwargs=_sentinel_kwargs(settings)
-    )
-    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-        settings.sentinel_master, db=_db(settings.url), **kwargs
-    )
-    return client
+        return redis_class.from_url(settings.url, **kwargs)
+    sentinel = sentinel_class(_addresses(settings), sentinel_kwargs=_sentinel_kwargs(settings))
+    return sentinel.master_for(settings.sentinel_master, db=_db(settings.url), **kwargs)
 
 
 def retrying() -> Retry:

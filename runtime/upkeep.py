@@ -28,13 +28,11 @@ import logging
 import time
 from datetime import UTC, datetime, timedelta
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
-
 from checkpoint.base import VideoState
 from checkpoint.chunk_store import ChunkStore
 from checkpoint.redis_store import RedisCheckpointStore
 from consumers.events import VideoUploaded
+from consumers.publishing import publish_once
 from core.config import ServiceConfig
 from core.errors import ReelsenseError
 from core.records import BULK_LANE, VideoRef
@@ -65,7 +63,6 @@ class Upkeep:
         self._log_retention_s = config.notify.log_retention_s
         self._delivery_log = delivery_log
         self._chunks = chunks
-        self._producer: AIOKafkaProducer | None = None
         self.sent = 0  # events sent through again since start
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -73,20 +70,12 @@ class Upkeep:
         every = self._settings.sweep_every_s
         if every is None:
             return
-        try:
-            while not stopping.is_set():
-                await self.sweep()
-                await self.prune()
-                await self.sweep_chunks()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), timeout=every)
-        finally:
-            await self.close()
-
-    async def close(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            await producer.stop()
+        while not stopping.is_set():
+            await self.sweep()
+            await self.prune()
+            await self.sweep_chunks()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), timeout=every)
 
     async def sweep(self) -> int:
         """Lapsed records' events published; how many. Failures are logged (the next look
@@ -100,8 +89,8 @@ class Upkeep:
         for ref in lapsed:
             try:
                 await self._send(ref)
-            except (KafkaError, OSError, TimeoutError) as exc:
-                log.warning("video %s left in between, not sent again: %r", ref.video_id, exc)
+            except ReelsenseError as exc:
+                log.warning("video %s left in between, not sent again: %s", ref.video_id, exc)
                 continue
             log.warning("video %s left in between, no owner: sent through again", ref.video_id)
             sent += 1
@@ -154,26 +143,7 @@ class Upkeep:
             callback_url=ref.callback_url,
             metadata=ref.metadata,
         )
-        topic = self._kafka.topic
-        if ref.lane == BULK_LANE and self._kafka.bulk_topic is not None:
-            topic = self._kafka.bulk_topic
-        producer = await self._started()
-        async with asyncio.timeout(self._kafka.request_timeout_ms / 1000 + 5):
-            await producer.send_and_wait(topic, event.to_bytes(), key=ref.video_id.encode())
-
-    async def _started(self) -> AIOKafkaProducer:
-        if self._producer is None:
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self._kafka.bootstrap,
-                client_id=f"{self._kafka.client_id}-upkeep",
-                acks="all",
-                enable_idempotence=False,
-                request_timeout_ms=self._kafka.request_timeout_ms,
-            )
-            try:
-                await producer.start()
-            except BaseException:
-                await producer.stop()
-                raise
-            self._producer = producer
-        return self._producer
+        kafka = self._kafka
+        if ref.lane == BULK_LANE and kafka.bulk_topic is not None:
+            kafka = kafka.model_copy(update={"topic": kafka.bulk_topic})
+        await publish_once(kafka, event.to_bytes(), key=ref.video_id.encode(), what="upkeep")

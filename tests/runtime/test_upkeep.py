@@ -80,15 +80,12 @@ async def test_records_left_without_an_owner_are_sent_through_again(
     await asyncio.sleep(0.6)
 
     sweeper = Upkeep(store, config)
-    try:
-        assert await sweeper.sweep() == 3
-        assert await sweeper.sweep() == 0  # each once per sweep_after_s
-        fresh = await read_records(kafka_bootstrap, kafka.topic, 2)
-        bulk_records = await read_records(kafka_bootstrap, f"bulk-{unique}", 1)
-        await asyncio.sleep(0.6)
-        assert await sweeper.sweep() == 3  # still left: sent again a period later
-    finally:
-        await sweeper.close()
+    assert await sweeper.sweep() == 3
+    assert await sweeper.sweep() == 0  # each once per sweep_after_s
+    fresh = await read_records(kafka_bootstrap, kafka.topic, 2)
+    bulk_records = await read_records(kafka_bootstrap, f"bulk-{unique}", 1)
+    await asyncio.sleep(0.6)
+    assert await sweeper.sweep() == 3  # still left: sent again a period later
     events = {r.key: parse_event(r.key, r.value, max_bytes=65536) for r in fresh}
     assert set(events) == {b"lost", b"queued-only"}
     again = events[b"lost"]

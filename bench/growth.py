@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 import tempfile
 import time
@@ -162,11 +163,18 @@ def _bytes(folder: Path) -> int:
 def _tables(lance_root: Path) -> dict[str, dict[str, int]]:
     found = {}
     for path in sorted(lance_root.glob("*.lance")):
-        dataset = lance.dataset(str(path))
-        found[path.name] = {
-            "fragments": len(dataset.get_fragments()),
-            "versions": len(dataset.versions()),
-        }
+        for attempt in range(1, 6):
+            try:
+                dataset = lance.dataset(str(path))
+                found[path.name] = {
+                    "fragments": len(dataset.get_fragments()),
+                    "versions": len(dataset.versions()),
+                }
+                break
+            except (OSError, ValueError):  # a version removed while listed: look again
+                if attempt == 5:
+                    raise
+                time.sleep(0.2)
     return found
 
 
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.growth", description=__doc__)
     parser.add_argument("--videos", type=int, default=2000)
     parser.add_argument("--keep", type=int, default=200, help="live videos; older are deleted")
-    parser.add_argument("--every", type=int, default=100, help="sample every N videos done")
+    parser.add_argument("--every", type=int, default=20, help="sample every N videos done")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -220,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("aiokafka", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     root = (args.workdir or Path(tempfile.mkdtemp(prefix="reelsense-growth-"))).resolve()
+    # SIGTERM as Ctrl-C: the run is cancelled and stops everything it started, by PID.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     report = asyncio.run(run_growth(args.videos, args.keep, args.every, root))
     report["workdir"] = str(root)
     text = json.dumps(report, indent=2)

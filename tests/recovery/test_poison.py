@@ -29,6 +29,7 @@ from consumers.kafka import KafkaVideoConsumer
 from core.config import KafkaSettings, ServiceConfig
 from core.records import Chunk, EarlierResult, VideoRef, VideoResult
 from devkit.workload import read_records
+from runtime.deletion import VideoDeleter
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.processor import VideoProcessor
 from runtime.service import _Handler
@@ -166,7 +167,10 @@ async def test_a_resend_that_may_not_touch_a_known_video_is_dead_lettered_and_ch
     records, expected = _resends(video_id, kind)
     await produce(kafka_bootstrap, settings.topic, records)
 
-    consumer = await _run_until_dead_lettered(settings, _Handler(processor), len(records))
+    chunks = ChunkStore(LocalObjectStore(str(tmp_path / "o")))
+    deleter = VideoDeleter(store, _NoStages(), chunks, processor.pipeline_version)
+    handler = _Handler(processor, deleter)
+    consumer = await _run_until_dead_lettered(settings, handler, len(records))
 
     assert consumer.stats().records_done == len(records)
     letters = await read_records(kafka_bootstrap, settings.dead_letter_topic, len(records))

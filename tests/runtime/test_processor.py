@@ -34,6 +34,7 @@ from devkit.samples import Scene, write_video
 from devkit.services import moto_server
 from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.embedding import resolve_model_path
+from runtime.deletion import VideoDeleter
 from runtime.executor import IngestItem, PooledChunk
 from runtime.lease import AttemptStalled, Heartbeat, claim_when_free, holding
 from runtime.local_executor import LocalExecutor
@@ -360,7 +361,9 @@ async def test_an_invalid_event_takes_no_id_from_the_valid_one_after_it(
     instead of being dead-lettered as video_id_taken."""
     video_id = f"fresh-{named}"
     path = write_video(root / f"{video_id}.mp4", [Scene(("OK",), 1.0)], fps=10, size=(320, 240))
-    handler = _Handler(processor(config, executor, store))
+    work = processor(config, executor, store)
+    chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
+    handler = _Handler(work, VideoDeleter(store, executor, chunks, work.pipeline_version))
     record = RecordInfo("uploads", 0, 0, video_id.encode(), 0)
     malformed = {"video_id": video_id, **({"tenant": named} if named else {})}
     with pytest.raises(InvalidEvent) as invalid:

@@ -273,13 +273,3 @@ class EarlierResult:
     stage_versions: Mapping[str, str] = field(default_factory=dict)
     frames: list[Frame] = field(default_factory=list)
     speech: Speech | None = None
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    video_id: str
-    tenant: str
-    frame_index: int
-    timestamp_s: float
-    text: str
-    score: float  # distance; smaller is nearer

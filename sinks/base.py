@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from core.records import SearchHit, VideoRef, VideoResult
+from core.records import VideoRef, VideoResult
 
 if TYPE_CHECKING:
     from sinks.lance_table import LanceTable
@@ -60,12 +60,3 @@ class TableSink(Sink):
 
     def purge(self) -> float | None:
         return self.table.purge()
-
-
-class VectorIndex(ABC):
-    """Nearest-neighbour search over frame text embeddings."""
-
-    @abstractmethod
-    def search(
-        self, vector: Sequence[float], *, k: int = 10, tenant: str | None = None
-    ) -> list[SearchHit]: ...

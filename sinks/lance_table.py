@@ -352,7 +352,8 @@ class LanceTable:
 
 
 class EmbeddingRowsSink(TableSink):
-    """A table of per-frame rows with an embedding column of one dimension (frames, vectors)."""
+    """A table of per-frame rows with an embedding column of one dimension (frames, frame
+    image vectors)."""
 
     KEYS: ClassVar[tuple[str, ...]]
     table: LanceTable

@@ -10,7 +10,6 @@ from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink
 from sinks.search import LanceSearchIndex
 from sinks.segments import LanceSegmentSink
-from sinks.vectors import LanceVectorIndex
 
 
 def sinks_from_settings(
@@ -20,7 +19,7 @@ def sinks_from_settings(
     text_model: TextEmbeddingModel | None = None,
     image_model: ImageEmbeddingModel | None = None,
 ) -> list[Sink]:
-    """Frames, vectors, result documents (with thumbnails), segments, the search index (with
+    """Frames, result documents (with thumbnails), segments, the search index (with
     ``text_model``, which embeds the segments' text), the frame image vectors (with
     ``image_model``, the model that made them: it names their table, it is not loaded), then
     the per-video summary.
@@ -34,7 +33,6 @@ def sinks_from_settings(
         searched.append(LanceImageIndex.from_settings(storage, image_model.model_id))
     return [
         LanceFrameSink.from_settings(storage, embedding_dim=embedding_dim),
-        LanceVectorIndex.from_settings(storage, embedding_dim=embedding_dim),
         ResultDocumentSink.from_settings(storage),
         LanceSegmentSink.from_settings(storage),
         *searched,

@@ -56,6 +56,10 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
         assert not [k for k, n in Counter(keys).items() if n > 1], "duplicate frame rows"
         per_video = Counter(video_id for video_id, _ in keys)
         assert per_video == {v: statuses[v].frames for v in ids}
+        # The tables of a fresh run: frames keep the embeddings, no legacy `vectors` table.
+        tables = {p.stem for p in Path(config.storage.lance_uri).glob("*.lance")}
+        assert {"frames", "segments", "videos"} <= tables
+        assert "vectors" not in tables
 
         # The dead letter carries the original record and the reason.
         letters = await read_records(config.kafka.bootstrap, config.kafka.dead_letter_topic, 1)

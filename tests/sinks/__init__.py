@@ -77,3 +77,11 @@ def make_result(
         completed_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
         timings={"decode": 0.5, "ocr": 1.25},
     )
+
+
+def with_image_vectors(result: VideoResult) -> VideoResult:
+    """``result`` with each frame's embedding as its image vector too: random unit vectors
+    stand in for an image model's."""
+    for frame in result.frames:
+        frame.image_embedding = frame.embedding
+    return result

@@ -14,15 +14,15 @@ from pydantic import SecretStr
 from core.config import StorageSettings
 from devkit.services import free_port
 from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.images import LanceImageIndex
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, document_key, earlier_result
-from sinks.vectors import LanceVectorIndex
 from storage.base import ObjectStore
 from storage.errors import StoreRejected, StoreUnavailable
 from storage.local import LocalObjectStore
 from storage.s3 import S3ObjectStore, s3_client
 from storage.uri import object_store_from_uri
-from tests.sinks import make_result
+from tests.sinks import make_result, with_image_vectors
 
 
 def s3_settings(endpoint: str, **extra: Any) -> StorageSettings:
@@ -158,10 +158,10 @@ def test_s3_missing_bucket_is_rejected(s3_endpoint: str, unique: str) -> None:
 def test_lance_tables_on_s3(s3_endpoint: str, bucket: str) -> None:
     settings = s3_settings(s3_endpoint, lance_uri=f"s3://{bucket}/lance")
     frames = LanceFrameSink.from_settings(settings)
-    vectors = LanceVectorIndex.from_settings(settings)
+    images = LanceImageIndex.from_settings(settings, "random-images")
     videos = LanceSummarySink.from_settings(settings)
-    batch = [make_result(f"v{i}", frames=5, seed=i) for i in range(3)]
-    for sink in (frames, vectors, videos):
+    batch = [with_image_vectors(make_result(f"v{i}", frames=5, seed=i)) for i in range(3)]
+    for sink in (frames, images, videos):
         sink.write(batch)
         sink.write(batch)
     frames.write([make_result("v0", frames=2, version="v2")])
@@ -171,7 +171,7 @@ def test_lance_tables_on_s3(s3_endpoint: str, bucket: str) -> None:
     assert videos.count_rows() == 3
     query = batch[1].frames[3].embedding
     assert query is not None
-    assert vectors.search(query, k=1)[0].video_id == "v1"
+    assert images.nearest(query, 1, None)[0]["video_id"] == "v1"
     listed = boto3.client(
         "s3",
         endpoint_url=s3_endpoint,

@@ -23,7 +23,6 @@ from sinks.lineup import sinks_from_settings
 from sinks.object_store import ResultDocumentSink
 from sinks.search import LanceSearchIndex
 from sinks.segments import LanceSegmentSink
-from sinks.vectors import LanceVectorIndex
 from sinks.writer import SinkWriter
 from storage.s3 import s3_client
 from storage.uri import object_store_from_uri
@@ -40,13 +39,12 @@ def test_sinks_from_settings_builds_every_sink(tmp_path: Path) -> None:
     sinks = sinks_from_settings(local_settings(tmp_path), embedding_dim=16)
     assert [type(s) for s in sinks] == [
         LanceFrameSink,
-        LanceVectorIndex,
         ResultDocumentSink,
         LanceSegmentSink,
         LanceSummarySink,
     ]
     searched = sinks_from_settings(local_settings(tmp_path), text_model=E5Embedder())
-    assert [type(s) for s in searched][4:] == [LanceSearchIndex, LanceSummarySink]
+    assert [type(s) for s in searched][3:] == [LanceSearchIndex, LanceSummarySink]
 
 
 def wait_for(check: Callable[[], bool], what: str) -> None:
@@ -107,7 +105,7 @@ def test_a_failed_part_costs_only_the_part(tmp_path: Path) -> None:
 def test_several_submits_make_one_commit_per_table(tmp_path: Path) -> None:
     settings = local_settings(tmp_path, writer_batch_videos=8, writer_flush_s=30.0)
     writer = SinkWriter.from_settings(settings)
-    frames, _vectors, documents, segments, videos = writer.sinks
+    frames, documents, segments, videos = writer.sinks
     assert isinstance(frames, LanceFrameSink)
     assert isinstance(videos, LanceSummarySink)
     assert isinstance(documents, ResultDocumentSink)

@@ -314,7 +314,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _backfill(args: argparse.Namespace) -> int:
-    from backfill.command import run
+    from cli.backfill import run
 
     return run(args)
 

@@ -12,6 +12,8 @@ reelsense result ID            a done video's shots, speech and text (--frames, 
 reelsense search "text"        places in videos, by meaning and by words
 reelsense reindex              the text model's search table from the stored segments
 reelsense dead-letters         failed events and webhooks (--replay ID: send one again)
+reelsense config show          the configuration as the service runs it, with where each
+                               value came from (--json for machines)
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     reindex.add_argument("--config", type=Path, help="the service's YAML (tables, text model)")
 
     _submit_parser(sub)
+    from cli.config_show import add_parser as config_parser
+
+    config_parser(sub)
     _backfill_parser(sub)
 
     status = sub.add_parser("status", help="show one video's progress")
@@ -361,6 +366,12 @@ def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config(args: argparse.Namespace) -> int:
+    from cli.config_show import show
+
+    return show(args)
+
+
 def _dead_letters(args: argparse.Namespace) -> int:
     from cli.client import show_dead_letters
 
@@ -378,6 +389,7 @@ _COMMANDS = {
     "search": _search,
     "reindex": _reindex,
     "dead-letters": _dead_letters,
+    "config": _config,
 }
 
 

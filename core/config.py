@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
+from core.config_sources import FILE, OVERRIDE, sources_of
 from core.errors import PermanentError
 from core.pipeline_settings import (
     AsrSettings,
@@ -414,12 +415,20 @@ class ServiceConfig(BaseModel):
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> ServiceConfig:
         """Environment first, then the YAML file at ``path``, then ``overrides`` (per section)."""
+        return cls.load_sourced(path, **overrides)[0]
+
+    @classmethod
+    def load_sourced(
+        cls, path: str | Path | None = None, **overrides: Any
+    ) -> tuple[ServiceConfig, dict[str, str]]:
+        """``load``, and where each setting came from: path -> source (``core.config_sources``)."""
         sections: dict[str, Any] = {}
         if path is not None:
             loaded = yaml.safe_load(Path(path).read_text()) or {}
             if not isinstance(loaded, dict):
                 raise ValueError(f"{path}: expected a mapping of sections")
             sections.update(loaded)
+        from_file = dict(sections)
         for name, values in overrides.items():
             sections[name] = {**sections.get(name, {}), **values}
         built: dict[str, Any] = {}
@@ -429,4 +438,10 @@ class ServiceConfig(BaseModel):
             built[name] = settings_cls(**sections.pop(name, {}))
         if sections:
             raise ValueError(f"unknown configuration sections: {sorted(sections)}")
-        return cls(**built)
+        config = cls(**built)
+        # An override replaces the file's value of its key whole (a pool included).
+        file_kept: dict[str, Any] = {}
+        for name, values in from_file.items():
+            replaced = overrides.get(name, {})
+            file_kept[name] = {key: value for key, value in values.items() if key not in replaced}
+        return config, sources_of(config, [(OVERRIDE, overrides), (FILE, file_kept)])

@@ -13,18 +13,22 @@
 ``auto`` (the default) is ``per_core`` on a local Ray and ``pools`` with ``ray.address`` set.
 A setting the user wrote (YAML, environment or overrides) always wins: a pool with any field
 set is left as it is, and so are ``kafka.max_in_flight`` and ``runtime.videos_decoding`` when
-set (pydantic records which fields were given: ``model_fields_set``).
+set (pydantic records which fields were given: ``model_fields_set``). ``place`` says which
+settings the profile filled, so that ``reelsense config show`` tells them from the user's.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel
 
 from core.config import PoolSettings, ServiceConfig
+from core.config_sources import profile_source
 from core.stage_names import DECODE, FUSABLE, VLM
 from runtime.pools.base import later_stages
 from stages.pipeline import Pipeline
@@ -44,42 +48,67 @@ def profile_of(config: ServiceConfig) -> Profile:
     return "pools" if config.ray.address is not None else "per_core"
 
 
+@dataclass(frozen=True)
+class Placement:
+    """A configuration as the service runs it, and which of its settings the profile filled
+    (paths such as ``ray.decode.num_cpus``, each one the user left unset)."""
+
+    config: ServiceConfig
+    profile: Profile | None  # None: nothing is placed (the local executor)
+    filled: frozenset[str] = frozenset()
+
+    def sources(self) -> dict[str, str]:
+        """path -> ``profile:<name>`` for each setting the profile filled."""
+        if self.profile is None:
+            return {}
+        return dict.fromkeys(sorted(self.filled), profile_source(self.profile))
+
+
 def placed(config: ServiceConfig) -> ServiceConfig:
     """``config`` with its profile's settings wherever the user left them unset."""
-    if config.runtime.executor != "ray" or profile_of(config) != "per_core":
-        return config
+    return place(config).config
+
+
+def place(config: ServiceConfig) -> Placement:
+    """``config``'s profile applied to it: a copy with the profile's settings wherever the user
+    left them unset, and which those are; ``config`` itself is left as it is."""
+    if config.runtime.executor != "ray":
+        return Placement(config, None)
+    profile = profile_of(config)
+    if profile != "per_core":
+        return Placement(config, profile)
     cores = config.ray.num_cpus or os.cpu_count() or 1
     pipeline = Pipeline.from_config(config)
     ray = config.ray
-    pools: dict[str, PoolSettings] = {}
+    fills: dict[str, dict[str, object]] = {}  # where -> field -> value
     pooled_cpus = 0.0  # what the stages that keep a pool of their own take
     for name, stage in later_stages(pipeline).items():
         pool: PoolSettings = getattr(ray, name)
         if not pool.model_fields_set and name in FUSABLE and name != VLM:
-            pools[name] = pool.model_copy(update={"fuse": True})
+            fills[f"ray.{name}"] = {"fuse": True}
         elif not pool.fuse:
             cpus = stage.resources.cpus if pool.num_cpus is None else pool.num_cpus
             pooled_cpus += cpus * pool.min_replicas
     if not ray.decode.model_fields_set:
         share = (cores - pooled_cpus - _RESERVED_CPUS) / cores
-        pools[DECODE] = ray.decode.model_copy(
-            update={
-                "min_replicas": cores,
-                "max_replicas": cores,
-                "num_cpus": max(0.1, math.floor(share * 20) / 20),
-            }
-        )
-    kafka, runtime = config.kafka, config.runtime
-    return config.model_copy(
-        update={
-            "ray": ray.model_copy(update=pools),
-            "kafka": _unless_set(kafka, "max_in_flight", cores + 1),
-            "runtime": _unless_set(runtime, "videos_decoding", cores),
+        fills[f"ray.{DECODE}"] = {
+            "min_replicas": cores,
+            "max_replicas": cores,
+            "num_cpus": max(0.1, math.floor(share * 20) / 20),
         }
-    )
+    if "max_in_flight" not in config.kafka.model_fields_set:
+        fills["kafka"] = {"max_in_flight": cores + 1}
+    if "videos_decoding" not in config.runtime.model_fields_set:
+        fills["runtime"] = {"videos_decoding": cores}
+    for where, update in fills.items():
+        config = _updated(config, where.split("."), update)
+    filled = frozenset(f"{where}.{field}" for where, update in fills.items() for field in update)
+    return Placement(config, profile, filled)
 
 
-def _unless_set(settings: _Settings, field: str, value: object) -> _Settings:
-    if field in settings.model_fields_set:
-        return settings
-    return settings.model_copy(update={field: value})
+def _updated(model: _Settings, path: Sequence[str], update: dict[str, object]) -> _Settings:
+    """A copy of ``model`` with ``update`` applied to the model at ``path`` within it."""
+    if not path:
+        return model.model_copy(update=update)
+    head, *rest = path
+    return model.model_copy(update={head: _updated(getattr(model, head), rest, update)})

@@ -11,10 +11,13 @@ demo: install
 dev: install
 	.venv/bin/reelsense dev
 
+# The docs are built strictly (a broken link fails); NO_MKDOCS_2_WARNING only silences the
+# theme's banner about MkDocs 2.
 lint: install
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 # Two workers: most tests wait on services more than they compute. Each module is one unit of
 # work and the modules that start several service processes one more (tests/conftest.py), so

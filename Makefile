@@ -26,4 +26,4 @@ test: lint
 	.venv/bin/python -m pytest -q -n 2
 
 bench: install
-	.venv/bin/python -m bench.pipeline --quick --json bench/out/pipeline.json
+	.venv/bin/python -m bench.perf.pipeline --quick --json bench/out/pipeline.json

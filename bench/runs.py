@@ -26,3 +26,12 @@ def write_json(path: Path | None, result: Any) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+
+
+def emit(report: dict[str, Any], out: Path | None) -> None:
+    """A benchmark's JSON report, printed, and written to ``out`` when one is given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")

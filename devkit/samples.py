@@ -3,7 +3,7 @@
 Every video is a sequence of scenes separated by hard cuts; each scene shows a few large,
 high-contrast text lines (English and Chinese) on a flat background, optionally under film
 grain. A scene may also say a sentence: demo videos then get an audio track spoken by
-espeak-ng (``bench.speech_media``), or stay silent where espeak-ng is not installed. Because
+espeak-ng (``devkit.speech_videos``), or stay silent where espeak-ng is not installed. Because
 the text and speech of every scene are known, OCR, speech recognition and search results can
 be checked. Output is deterministic for a given seed.
 """
@@ -24,8 +24,8 @@ import numpy.typing as npt
 from PIL import Image as PILImage
 from PIL import ImageDraw, ImageFont
 
-from bench.speech_media import Utterance, espeak_path, speak_over
 from core.records import Image
+from devkit.speech_videos import Utterance, espeak_path, speak_over
 
 RGB = tuple[int, int, int]
 Size = tuple[int, int]  # width, height

@@ -31,7 +31,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # run one after another on one worker, so two of them never share the 2 cores.
 EXCLUSIVE_MODULES = frozenset(
     {
-        "tests/bench/test_pipeline_quick.py",
+        "tests/bench/perf/test_pipeline_quick.py",
         "tests/e2e/test_cluster.py",
         "tests/e2e/test_restart.py",
         "tests/recovery/test_chaos_reduced.py",

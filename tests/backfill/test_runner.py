@@ -21,11 +21,11 @@ import pytest
 import redis
 import yaml
 
-from bench.speech_media import espeak_path, speak_over
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import VideoRef
+from devkit.speech_videos import espeak_path, speak_over
 from devkit.workload import write_videos
 from runtime.local_executor import LocalExecutor
 from sinks.lance import LanceSummarySink

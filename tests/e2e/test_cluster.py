@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bench.chaos_verify import expected_timestamps_ms, verify
+from bench.soak.chaos_verify import expected_timestamps_ms, verify
 from checkpoint.base import VideoState, VideoStatus
 from core.stage_names import VLM
 from devkit.ray_nodes import NodeSpec, RayCluster

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bench.speech_media import espeak_path, read_audio, synthesize, write_speech_video
 from core.errors import PermanentError
+from devkit.speech_videos import espeak_path, read_audio, synthesize, write_speech_video
 from models.asr import (
     _SENTENCE_ENDS,
     AsrEngine,

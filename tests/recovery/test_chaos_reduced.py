@@ -1,4 +1,4 @@
-"""The reduced crash soak (``bench.chaos``): 12 videos, 3 kill -9s of the service, one lost
+"""The reduced crash soak (``bench.soak.chaos``): 12 videos, 3 kill -9s of the service, one lost
 OCR replica, one broker restart, one Redis restart, a poison re-send of a done video and a
 source that drips for ever. Nothing lost, nothing doubled, the hostile records refused."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import run_chaos
-from bench.chaos_plan import ChaosOptions
+from bench.soak.chaos import run_chaos
+from bench.soak.chaos_plan import ChaosOptions
 
 # The deadline is for every video to become final; on an idle machine the soak ends well before
 # it (it stops as soon as every video is final), but every kill costs a service start (Ray, the

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.chaos_verify import expected_timestamps_ms, read_statuses, verify
+from bench.soak.chaos_verify import expected_timestamps_ms, read_statuses, verify
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
 from devkit.service_process import ServiceProcess

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos_verify import (
+from bench.soak.chaos_verify import (
     check_frames,
     check_webhooks,
     expected_timestamps_ms,

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from bench.chaos_verify import (
+from bench.soak.chaos_verify import (
     check_frames,
     check_objects,
     check_videos_table,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos_verify import expected_timestamps_ms
+from bench.soak.chaos_verify import expected_timestamps_ms
 from checkpoint.base import VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
 from devkit.samples import Scene, write_video

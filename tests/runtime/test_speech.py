@@ -17,7 +17,6 @@ import lance
 import numpy as np
 import pytest
 
-from bench.speech_media import espeak_path, speak_over
 from checkpoint.base import VideoState
 from checkpoint.chunk_store import ChunkStore, chunk_origin
 from checkpoint.redis_store import RedisCheckpointStore
@@ -26,6 +25,7 @@ from core.records import Chunk, VideoRef, VideoResult
 from core.search import SearchFilter, SegmentHit
 from core.speech import SpeechPart
 from devkit.samples import Scene, write_video
+from devkit.speech_videos import espeak_path, speak_over
 from models.embedding import text_embedder
 from runtime.executor import IngestItem, PooledChunk
 from runtime.local_executor import LocalExecutor

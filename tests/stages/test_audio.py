@@ -11,9 +11,9 @@ import av
 import numpy as np
 import pytest
 
-from bench.speech_media import mux_audio, write_plain_video, write_tone
 from core.config import LimitSettings
 from core.errors import PermanentError
+from devkit.speech_videos import mux_audio, write_plain_video, write_tone
 from stages.audio import SAMPLE_RATE, AudioError, AudioWindow, audio_windows
 from stages.errors import LimitExceeded
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-from bench.quality_media import EditTruth, Shot, write_edit
 from checkpoint.chunk_store import decode_chunk, encode_chunk
 from core.records import Frame, OcrLine
+from devkit.edited_videos import EditTruth, Shot, write_edit
 from devkit.samples import Scene, write_video
 from stages.decode import DecodeSampleStage
 from stages.shots import ShotDetector, signature

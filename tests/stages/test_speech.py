@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.speech_media import espeak_path, write_speech_video
 from core.config import AsrSettings, LimitSettings
 from core.records import LocalVideo, VideoRef
 from core.speech import SpeechEnd, SpeechPart, heard
+from devkit.speech_videos import espeak_path, write_speech_video
 from models.asr import default_model_path
 from models.errors import ModelLoadError
 from stages.fetch import probe_video

@@ -1,0 +1,189 @@
+"""Per-stage cost per sampled frame, measured with the sequential runner (no Ray).
+
+    python -m bench.perf.stage_cost [--videos 2] [--seconds 20] [--speech-seconds 60] [--json OUT]
+
+Generates 720p videos with film grain and burned-in text, runs the real stages one video after
+another in this process, and reports CPU milliseconds per sampled frame for each stage (process
+CPU time, so a multi-threaded decoder is charged for every thread), plus wall time; then
+decoding alone with shot detection, repeat marking and ``shots`` sampling off and on
+(``decode_variants``: CPU ms per video second, samples, repeats, boundaries). Those videos are
+silent; speech recognition is measured on its own (``speech``): ``SpeechStage.stream`` over a
+video that talks throughout (espeak-ng sentences 3.5 s apart, word timestamps on), as CPU
+milliseconds per second of audio and real-time factor (wall time over audio time), with the
+model's load time apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bench.quality.corpus import corpus
+from bench.runs import emit
+from core.config import ServiceConfig
+from core.records import VideoRef
+from core.speech import SpeechPart, heard
+from devkit.samples import write_long_video
+from devkit.speech_videos import write_speech_video
+from models.asr import AsrEngine
+from stages.decode import DecodeSampleStage
+from stages.pipeline import Pipeline
+from stages.runner import SequentialRunner
+from stages.speech import SpeechStage
+
+# A sentence starts every SENTENCE_EVERY_S; the longest spoken lasts 2.9 s, with its silence.
+SENTENCE_EVERY_S = 3.5
+
+
+def measure(
+    videos: int, seconds: float, workdir: Path, speech_seconds: float = 60.0
+) -> dict[str, object]:
+    paths = [
+        write_long_video(workdir / f"bench-{i}.mp4", seconds, seed=i).path for i in range(videos)
+    ]
+    config = ServiceConfig.load(
+        limits={"file_roots": (str(workdir),)},
+        runtime={"workdir": str(workdir / "work"), "executor": "local"},
+    )
+    runner = SequentialRunner(Pipeline.from_config(config))
+    started = time.monotonic()
+    runner.setup()
+    setup_s = time.monotonic() - started
+    cpu: dict[str, float] = defaultdict(float)
+    frames = 0
+    started = time.monotonic()
+    for i, path in enumerate(paths):
+        result = runner.run_one(VideoRef(video_id=f"bench-{i}", uri=path.resolve().as_uri()))
+        frames += len(result.frames)
+        for stage, seconds_cpu in result.timings.items():
+            cpu[stage] += seconds_cpu
+    wall_s = time.monotonic() - started
+    runner.teardown()
+    decode_variants = {
+        name: decode_cost(paths, seconds, config, **variant)
+        for name, variant in DECODE_VARIANTS.items()
+    }
+    return {
+        "videos": videos,
+        "video_seconds": seconds,
+        "sampled_frames": frames,
+        "setup_s": round(setup_s, 2),
+        "wall_s": round(wall_s, 2),
+        "cpu_s_per_video": round(sum(cpu.values()) / videos, 2),
+        "cpu_ms_per_frame": {stage: round(1000 * s / frames, 1) for stage, s in cpu.items()},
+        "decode_variants": decode_variants,
+        "speech": speech_cost(speech_seconds, config, workdir),
+        "cpus": os.cpu_count(),
+    }
+
+
+# What shot detection, repeat marking and shots sampling add to decoding.
+DECODE_VARIANTS: dict[str, dict[str, object]] = {
+    "plain": {"shot_detection": False, "repeat_max_change": 0.0},
+    "shots_found": {"shot_detection": True, "repeat_max_change": 0.0},
+    "shots_and_repeats": {"shot_detection": True, "repeat_max_change": 8.0},
+    "shots_mode": {"sample_mode": "shots", "repeat_max_change": 8.0},
+}
+
+
+def decode_cost(
+    paths: list[Path], seconds: float, config: ServiceConfig, **stages: object
+) -> dict[str, float]:
+    """Decoding alone under one variant of the stage settings: CPU per video second, samples,
+    repeats and boundaries found."""
+    settings = config.stages.model_copy(update=stages)
+    decode = DecodeSampleStage(settings, config.limits)
+    fetch = Pipeline.from_config(config).fetch
+    samples = repeats = boundaries = 0
+    started = time.process_time()
+    for i, path in enumerate(paths):
+        video = fetch.process_batch([VideoRef(video_id=f"v{i}", uri=path.resolve().as_uri())])[0]
+        for chunk in decode.stream(video):
+            samples += len(chunk.frames)
+            repeats += sum(1 for f in chunk.frames if f.repeat_of is not None)
+            boundaries += sum(len(f.boundaries) for f in chunk.frames)
+        fetch.release(video)
+    cpu_s = time.process_time() - started
+    return {
+        "cpu_ms_per_video_s": round(1000 * cpu_s / (seconds * len(paths)), 2),
+        "samples": samples,
+        "repeats": repeats,
+        "boundaries": boundaries,
+    }
+
+
+def talk(seconds: float) -> list[tuple[float, str]]:
+    """A script that talks for ``seconds``: the quality corpus's sentences (English, no
+    digits), one every ``SENTENCE_EVERY_S``, over and over."""
+    sentences = [text for edit in corpus(quick=False) for _, text in edit.speech]
+    count = max(1, int((seconds - 3.0) // SENTENCE_EVERY_S) + 1)
+    return [(i * SENTENCE_EVERY_S, sentences[i % len(sentences)]) for i in range(count)]
+
+
+def speech_cost(seconds: float, config: ServiceConfig, workdir: Path) -> dict[str, object]:
+    """The speech stage over a video that talks for ``seconds``: the model's load (wall and
+    CPU seconds, a fresh engine), then a warm ``SpeechStage.stream``'s CPU per second of audio
+    (process CPU time: CTranslate2's threads and the VAD's are all charged) and real-time
+    factor. The stage loads its own model on its first window, so it streams once before the
+    measured run: what is measured is every later video's cost."""
+    settings = config.asr.model_copy(update={"word_timestamps": True})
+    truth = write_speech_video(
+        workdir / "talk.mp4", talk(seconds), seconds=seconds, workdir=workdir / "talk"
+    )
+    engine = AsrEngine.from_settings(settings)
+    started, started_cpu = time.monotonic(), time.process_time()
+    engine.load()
+    load_s, load_cpu_s = time.monotonic() - started, time.process_time() - started_cpu
+    engine.close()
+    stage = SpeechStage(settings, config.limits)
+    fetch = Pipeline.from_config(config).fetch
+    video = fetch.process_batch([VideoRef(video_id="talk", uri=truth.path.resolve().as_uri())])[0]
+    try:
+        heard(stage.stream(video))
+        started, started_cpu = time.monotonic(), time.process_time()
+        items = list(stage.stream(video))
+        wall_s, cpu_s = time.monotonic() - started, time.process_time() - started_cpu
+    finally:
+        fetch.release(video)
+        stage.teardown()
+    speech = heard(items)
+    return {
+        "status": speech.status,
+        "audio_s": round(speech.audio_s, 2),
+        # The sentences' WAVs, espeak-ng's short silence around each included.
+        "spoken_s": round(sum(u.end_s - u.start_s for u in truth.utterances), 2),
+        "windows": sum(1 for item in items if isinstance(item, SpeechPart)),
+        "words": sum(len(segment.words) for segment in speech.segments),
+        "cpu_threads": settings.cpu_threads,
+        "word_timestamps": settings.word_timestamps,
+        "vad_filter": settings.vad_filter,
+        "load_s": round(load_s, 2),
+        "load_cpu_s": round(load_cpu_s, 2),
+        "cpu_s": round(cpu_s, 2),
+        "wall_s": round(wall_s, 2),
+        "cpu_ms_per_audio_s": round(1000 * cpu_s / speech.audio_s, 1) if speech.audio_s else None,
+        "real_time_factor": round(wall_s / speech.audio_s, 4) if speech.audio_s else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--videos", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--speech-seconds", type=float, default=60.0, help="length of the talking video"
+    )
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with tempfile.TemporaryDirectory(prefix="reelsense-bench-") as tmp:
+        report = measure(args.videos, args.seconds, Path(tmp), args.speech_seconds)
+    emit(report, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Soaks: the service under crashes and faults (``chaos``) and over long runs (``growth``)."""

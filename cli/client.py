@@ -17,7 +17,7 @@ import httpx
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -26,6 +26,7 @@ from checkpoint.base import VideoStatus
 from consumers.events import VideoUploaded
 from core.config import KafkaSettings, ServiceConfig, StorageSettings
 from devkit.progress_view import is_final, progress_table
+from devkit.result_view import clock, frames_table, result_table, shots_table, transcript
 from devkit.stack import read_state
 from storage.errors import StoreRejected, StoreUnavailable
 from storage.uri import object_store_from_uri
@@ -263,83 +264,6 @@ def show_result(args: argparse.Namespace) -> int:
     if body.get("frames") is not None:
         console.print(frames_table(body["frames"]))
     return 0
-
-
-def result_table(body: dict[str, Any]) -> Table:
-    """The spans of a ``/v1/videos/{id}/result`` answer: when, what, how sure."""
-    video = body["video"]
-    table = Table(title=f"{video['video_id']} ({video['tenant']}): text on screen")
-    table.add_column("when", no_wrap=True)
-    table.add_column("text")
-    table.add_column("score", justify="right")
-    for span in body["text_spans"]:
-        when = f"{clock(span['start_s'])}–{clock(span['end_s'])}"
-        table.add_row(when, span["text"], f"{span['score']:.2f}")
-    return table
-
-
-def transcript(body: dict[str, Any]) -> Group:
-    """The speech of a ``/v1/videos/{id}/result`` answer: a row per segment (when, what was
-    said), then one line with its status and language, or why there is none."""
-    speech = body.get("speech")
-    segments = (speech or {}).get("segments") or []
-    table = Table(title=f"{body['video']['video_id']}: speech")
-    table.add_column("when", no_wrap=True)
-    table.add_column("said")
-    for segment in segments:
-        when = f"{clock(segment['start_s'])}–{clock(segment['end_s'])}"
-        # Text, not a markup string: what was said may hold brackets rich would read as style.
-        table.add_row(when, Text(segment["text"].strip()))
-    summary = Text("speech: ").append_text(speech_summary(speech))
-    return Group(table, summary) if segments else Group(summary)
-
-
-def speech_summary(speech: dict[str, Any] | None) -> Text:
-    """One line on a result's speech: how much was heard and in what language, or why there
-    is none (off, no audio track, failed and the reason)."""
-    if speech is None:
-        return Text("recognition was off for this video")
-    if speech["status"] == "no_audio":
-        return Text("no audio track")
-    count = len(speech["segments"])
-    heard = f"{clock(speech['audio_s'])} of audio, {count} segment{'' if count == 1 else 's'}"
-    if speech["status"] == "failed":
-        error = speech.get("error") or {}
-        reason = f"{error.get('code', 'unknown')}: {error.get('message', '')}"
-        return Text(f"failed after {heard}: {reason}", style="red")
-    language = f"language {speech['language']}" if speech["language"] else "no speech heard"
-    return Text(f"{language}; {heard}")
-
-
-def shots_table(body: dict[str, Any]) -> Table:
-    """The shots of a ``/v1/videos/{id}/result`` answer: when, how each begins, its keyframe."""
-    table = Table(title=f"{body['video']['video_id']}: shots")
-    table.add_column("shot", justify="right")
-    table.add_column("when", no_wrap=True)
-    table.add_column("begins with")
-    table.add_column("keyframe", no_wrap=True)
-    for shot in body["shots"]:
-        when = f"{clock(shot['start_s'])}–{clock(shot['end_s'])}"
-        keyframe = "-" if shot["keyframe_s"] is None else clock(shot["keyframe_s"])
-        table.add_row(str(shot["index"]), when, shot["entered_by"], keyframe)
-    return table
-
-
-def frames_table(frames: list[dict[str, Any]]) -> Table:
-    table = Table(title="OCR lines per sample")
-    table.add_column("at", no_wrap=True)
-    table.add_column("lines")
-    for frame in frames:
-        table.add_row(
-            clock(frame["timestamp_s"]), " | ".join(x["text"] for x in frame["ocr_lines"])
-        )
-    return table
-
-
-def clock(seconds: float) -> str:
-    """``m:ss.s``: 65.3 -> ``1:05.3``."""
-    minutes, tenths = divmod(round(seconds * 10), 600)
-    return f"{minutes}:{tenths / 10:04.1f}"
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -25,11 +25,11 @@ from rich.console import Console
 from rich.live import Live
 
 from checkpoint.base import VideoState, VideoStatus
-from cli.client import result_table, shots_table, transcript
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig, WebhookSubscription
 from devkit.progress_view import is_final, progress_table
 from devkit.receiver import WebhookReceiver
+from devkit.result_view import result_table, shots_table, transcript
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.stack import EmbeddedStack
 from runtime.cluster import ray_connection

@@ -18,6 +18,7 @@ lint: install
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+	.venv/bin/lint-imports
 
 # Two workers: most tests wait on services more than they compute. Each module is one unit of
 # work and the modules that start several service processes one more (tests/conftest.py), so

@@ -150,6 +150,11 @@ def frame_keys(lance_root: Path) -> list[tuple[str, int]]:
     return list(zip(table["video_id"].to_pylist(), table["timestamp_ms"].to_pylist(), strict=True))
 
 
+def lance_tables(lance_root: Path) -> set[str]:
+    """The names of the Lance tables under ``lance_root``."""
+    return {path.stem for path in lance_root.glob("*.lance")}
+
+
 async def committed_and_end(
     bootstrap: str, topic: str, group: str
 ) -> tuple[dict[int, int], dict[int, int]]:

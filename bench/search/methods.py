@@ -6,8 +6,9 @@ The corpus's edits (English and Chinese captions, English speech) run through th
 with the sequential runner, as ``bench.quality.pipeline`` runs them, and their results are
 written to each index searched:
 
-- ``minilm_frames``: today's search, frame vectors (``sinks.vectors``) of MiniLM over each
-  frame's text; it sees on-screen text only, never speech;
+- ``minilm_frames``: the per-frame search the segments index replaced, kept as a baseline:
+  MiniLM vectors of each frame's text (a run of frames showing the same text counted once),
+  searched by an exact scan; it sees on-screen text only, never speech;
 - ``minilm_vector``, ``e5_vector``: the segments index (``sinks.search``: text spans, speech,
   shot descriptions) searched by the vectors of MiniLM (English) or multilingual E5;
 - ``use_vector``: the same with the Universal Sentence Encoder multilingual;
@@ -37,9 +38,12 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from bench.quality.corpus import Edit, write_corpus
 from bench.quality.pipeline import SAMPLE_FPS
@@ -64,7 +68,6 @@ from core.search import Method
 from models.base import TextEmbeddingModel
 from models.embedding import text_embedder
 from sinks.search import LanceSearchIndex
-from sinks.vectors import LanceVectorIndex
 from stages.pipeline import Pipeline
 from stages.runner import SequentialRunner
 
@@ -111,31 +114,47 @@ def run_stages(edits: Sequence[Edit], paths: Sequence[Path], workdir: Path) -> l
         runner.teardown()
 
 
-def with_frame_vectors(
-    results: Sequence[VideoResult], embedder: TextEmbeddingModel
-) -> list[VideoResult]:
-    """The results with every frame that has text given its embedding by ``embedder`` (and
-    every other frame none), as today's frame index is fed."""
-    out = []
-    for result in results:
-        with_text = [frame for frame in result.frames if frame.text.strip()]
-        vectors = embedder.embed([frame.text for frame in with_text])
-        by_index = {frame.index: vector for frame, vector in zip(with_text, vectors, strict=True)}
-        frames = [replace(f, embedding=by_index.get(f.index)) for f in result.frames]
-        out.append(replace(result, frames=frames))
-    return out
+class FrameVectors:
+    """The baseline: a vector per frame of text (the first of each run of frames showing the
+    same text), nearest by cosine over all of them."""
 
+    def __init__(self, embedder: TextEmbeddingModel) -> None:
+        self._embedder = embedder
+        self._frames: list[tuple[str, float, str]] = []  # video, time, text
+        self._vectors: list[npt.NDArray[np.float32]] = []
 
-def frame_search(index: LanceVectorIndex, embedder: TextEmbeddingModel) -> Search:
-    def search(query: str) -> list[Hit]:
-        vector = embedder.embed_queries([query])[0]
+    def add(self, results: Sequence[VideoResult]) -> None:
+        for result in results:
+            shown: list[tuple[str, float, str]] = []  # video, time, text
+            for frame in sorted(result.frames, key=lambda f: (f.timestamp_s, f.index)):
+                text = frame.text.strip()
+                if text and (not shown or shown[-1][2] != text):
+                    shown.append((result.ref.video_id, frame.timestamp_s, text))
+            if shown:
+                vectors = self._embedder.embed([text for *_, text in shown])
+                self._vectors.extend(_unit(np.asarray(v, dtype=np.float32)) for v in vectors)
+                self._frames.extend(shown)
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def search(self, query: str) -> list[Hit]:
+        if not self._frames:
+            return []
+        vector = _unit(np.asarray(self._embedder.embed_queries([query])[0], dtype=np.float32))
+        scores = np.stack(self._vectors) @ vector
+        nearest = np.argsort(-scores, kind="stable")[:HITS]
+        # A frame is an instant.
         return [
-            # A frame is an instant; its score a distance, turned so that higher is better.
-            Hit(Span(h.video_id, h.timestamp_s, h.timestamp_s), h.text, -h.score)
-            for h in index.search(vector, k=HITS)
+            Hit(Span(video_id, at, at), text, float(scores[i]))
+            for i in nearest
+            for video_id, at, text in [self._frames[i]]
         ]
 
-    return search
+
+def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
 
 
 def segment_search(index: LanceSearchIndex, method: Method) -> Search:
@@ -228,16 +247,15 @@ def measure(workdir: Path, quick: bool, hay: int | None = None) -> dict[str, Any
     for model in models.values():
         model.load()
     e5, use, minilm = models[E5], models[USE], models[MINILM]
-    frames = LanceVectorIndex(str(roots / "frames"))
+    frames = FrameVectors(minilm)
     segments = {
         model: LanceSearchIndex(str(roots / "segments"), model) for model in models.values()
     }
     default = segments[models[DEFAULT]]
     others = haystack(hay)
     try:
-        frames.open()
         for batch in (results, others):
-            frames.write(with_frame_vectors(batch, minilm))
+            frames.add(batch)
         for index in segments.values():
             index.open()
             index.write(results)
@@ -245,7 +263,7 @@ def measure(workdir: Path, quick: bool, hay: int | None = None) -> dict[str, Any
             refreshed(index)
         indexed = time.monotonic()
         searches: dict[str, Search] = {
-            "minilm_frames": frame_search(frames, minilm),
+            "minilm_frames": frames.search,
             "minilm_vector": segment_search(segments[minilm], "vector"),
             "e5_vector": segment_search(segments[e5], "vector"),
             "use_vector": segment_search(segments[use], "vector"),
@@ -265,9 +283,8 @@ def measure(workdir: Path, quick: bool, hay: int | None = None) -> dict[str, Any
                 workdir / "progressive", 36 if quick else 120, every_s=0.5 if quick else None
             )
         )
-        report["frames"] = frames.count_rows()
+        report["frames"] = len(frames)
     finally:
-        frames.close()
         for index in segments.values():
             index.close()
     done = time.monotonic()

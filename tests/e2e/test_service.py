@@ -13,7 +13,14 @@ from core.description import ShotDescription
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.service_run import ServiceRun
 from devkit.tiny_vlm import build_tiny_qwen2_vl
-from devkit.workload import frame_keys, publish, read_records, upload_record, write_videos
+from devkit.workload import (
+    frame_keys,
+    lance_tables,
+    publish,
+    read_records,
+    upload_record,
+    write_videos,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +64,7 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
         per_video = Counter(video_id for video_id, _ in keys)
         assert per_video == {v: statuses[v].frames for v in ids}
         # The tables of a fresh run: frames keep the embeddings, no legacy `vectors` table.
-        tables = {p.stem for p in Path(config.storage.lance_uri).glob("*.lance")}
+        tables = lance_tables(Path(config.storage.lance_uri))
         assert {"frames", "segments", "videos"} <= tables
         assert "vectors" not in tables
 

@@ -165,7 +165,7 @@ class StorageSettings(BaseSettings):
     lance_compact_every: int = Field(default=64, ge=0)  # commits between compactions; 0: never
     # Versions older than this are removed at each compaction: every read opens the latest,
     # so this only needs to outlast the longest read (an hour kept ~10x the live data on disk:
-    # bench.lance_upkeep).
+    # bench.perf.lance_upkeep).
     lance_keep_versions_s: float = Field(default=600.0, ge=0)
     # A deleted video's rows are gone from disk too (old versions and index files included)
     # within this long of its deletion: its tables are compacted and their old versions

@@ -133,7 +133,7 @@ def text_spans(
 def _worth_keeping(span: TextSpan) -> bool:
     """Whether a span is text rather than OCR reading texture: it holds a letter or a digit,
     and a single character only counts when read in more than one sample. (On the quality
-    corpus, ``bench.quality``, every one-character span read once was a misreading of a
+    corpus, ``bench.quality.pipeline``, every one-character span read once was a misreading of a
     moving background, "W", "_", "2", "二"; a real one-character sign stays on screen.)"""
     key = normalise(span.text)
     if not any(ch.isalnum() for ch in key):

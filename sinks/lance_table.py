@@ -59,8 +59,8 @@ _CONFLICT_MARKERS = (
 # A table with this many fragments is compacted before ``compact_every`` commits, though not
 # sooner than an eighth of them after the last compaction: a table written seldom (the videos
 # table: one commit per batch of finished videos) would otherwise sit at up to ``compact_every``
-# fragments, and a point read paid 3-4x (bench.lance_upkeep: 41-48 ms p95 at 62 fragments, 11-14
-# just after a compaction).
+# fragments, and a point read paid 3-4x (bench.perf.lance_upkeep: 41-48 ms p95 at 62 fragments,
+# 11-14 just after a compaction).
 COMPACT_FRAGMENTS = 16
 # Creating a table is not atomic in pylance 14 (see LanceTable.create): creations in this
 # process take turns. Across processes, the single writer per table prevents the race.

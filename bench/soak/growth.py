@@ -23,11 +23,13 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,13 +153,23 @@ def _on_disk(folders: tuple[Path, Path, Path], redis_dir: Path) -> dict[str, int
 
 
 def _files(folder: Path) -> int:
-    return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+    return sum(1 for _ in _sizes(folder))
 
 
 def _bytes(folder: Path) -> int:
-    if not folder.exists():
-        return 0
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    return sum(_sizes(folder))
+
+
+def _sizes(folder: Path) -> Iterator[int]:
+    """The size of every file under ``folder``. The service removes files while they are
+    counted (compactions, upkeep, deletions): one gone before it is looked at is left out, and
+    ``os.walk`` skips a folder gone before it is listed."""
+    for top, _, names in os.walk(folder):
+        for name in names:
+            try:
+                yield os.stat(os.path.join(top, name)).st_size
+            except FileNotFoundError:
+                continue
 
 
 def _tables(lance_root: Path) -> dict[str, dict[str, int]]:

@@ -112,10 +112,10 @@ class ChunkStages:
         outputs = await self._analyse(run, ticket, left)
         if ticket.fused is not None:
             outputs.append(ticket.fused.chunk)
-        chunk = reuse.fill(merge_outputs(outputs))
+        chunk = reuse.fill(merge_outputs(outputs, self._analysed_fields))
         if chunk is None:  # the earlier result lacks a frame of this chunk: compute all
             extra = await self._analyse(run, ticket, sorted(reuse.stages))
-            chunk = merge_outputs([*outputs, *extra])
+            chunk = merge_outputs([*outputs, *extra], self._analysed_fields)
         return chunk
 
     async def _analyse(

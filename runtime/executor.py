@@ -162,21 +162,29 @@ async def with_speech(
             listening.exception()  # seen: an error after the stream's own is not logged
 
 
-def merge_outputs(outputs: list[Chunk]) -> Chunk:
-    """Combine what the image stages found in the same chunk, frame by frame."""
+def merge_outputs(outputs: list[Chunk], fields: Collection[str]) -> Chunk:
+    """Combine what the image stages found in the same chunk, frame by frame: each of
+    ``fields`` (the ``Frame`` fields the stages declare they fill, ``Stage.fills``) takes the
+    first output's value that is not empty; the rest is the first output's, without pixels."""
     base = outputs[0]
     frames: list[Frame] = []
     for position, frame in enumerate(base.frames):
         merged = replace(frame, image=None)
         for other in outputs[1:]:
             found = other.frames[position]
-            merged.ocr_lines = merged.ocr_lines or found.ocr_lines
-            merged.caption = merged.caption or found.caption
-            merged.description = merged.description or found.description
-            if merged.image_embedding is None:
-                merged.image_embedding = found.image_embedding
+            for name in fields:
+                if _empty(getattr(merged, name)):
+                    setattr(merged, name, getattr(found, name))
         frames.append(merged)
     return replace(base, frames=frames)
+
+
+def _empty(value: object) -> bool:
+    """Whether a stage left a field as it was: None, or an empty text, list or mapping (a
+    vector is never falsy-tested: an array has no single truth value)."""
+    if value is None:
+        return True
+    return isinstance(value, str | list | tuple | dict) and not value
 
 
 class StageExecutor(ABC):

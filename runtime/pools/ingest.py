@@ -276,7 +276,7 @@ class IngestPool:
         outputs = [await run(name, chunk) for name in image]
         # Repeated samples take their originals' findings before they are embedded.
         fields = tuple(field for name in image for field in self._fused[name].stage.fills)
-        analysed = merge_outputs(outputs).with_repeats_filled(fields)
+        analysed = merge_outputs(outputs, fields).with_repeats_filled(fields)
         if EMBED in inline:
             analysed = await run(EMBED, analysed)
         return FusedOutputs(frozenset(inline), analysed, seconds)

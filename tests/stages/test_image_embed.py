@@ -57,7 +57,7 @@ def test_every_frame_with_pixels_gets_a_vector_and_repeats_take_their_originals(
         assert vector is not None
         assert vector.shape == (DIM,)
         assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
-    filled = merge_outputs([done[0]]).with_repeats_filled(stage.fills)
+    filled = merge_outputs([done[0]], stage.fills).with_repeats_filled(stage.fills)
     assert filled.frames[1].image_embedding is not None
     np.testing.assert_array_equal(filled.frames[1].image_embedding, vectors[0])
     assert filled.frames[0].image is None  # merged outputs carry no pixels

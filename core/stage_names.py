@@ -14,5 +14,6 @@ SPEECH: Final = "speech"  # the audio track, beside the frames
 
 #: Every stage, in pipeline order.
 ALL: Final = (FETCH, DECODE, OCR, VLM, IMAGE_EMBED, EMBED, SPEECH)
-#: The stages that may run inside the decode replicas (``PoolSettings.fuse``).
+#: The stages that may run inside the decode replicas (``PoolSettings.fuse``): those whose
+#: ``Stage.fusion`` says so (a test holds the two together; ``core`` does not read the stages).
 FUSABLE: Final = (OCR, VLM, IMAGE_EMBED, EMBED)

@@ -1,12 +1,13 @@
 """Placement profiles: how the stage pools are laid out where the user has not said.
 
 - ``per_core``, for a local Ray (one machine, every stage on the same cores): one ingest
-  replica per core, the CPU image stages and the embedder fused into it, so that a video goes
-  through every CPU stage in the replica that decodes it, as a process per core would run
-  it, with no request per chunk and no pixels in the object store. A video alone is split
-  into time ranges over the idle replicas (``runtime.pools.split``), where a process pool
-  leaves every core but one idle. A VLM keeps its own pool: it is heavy enough to batch, and
-  one copy of its weights per core would not fit.
+  replica per core, the stages that declare ``Fusion.PER_CORE`` (the CPU image stages and the
+  embedder) fused into it, so that a video goes through every CPU stage in the replica that
+  decodes it, as a process per core would run it, with no request per chunk and no pixels in
+  the object store. A video alone is split into time ranges over the idle replicas
+  (``runtime.pools.split``), where a process pool leaves every core but one idle. A VLM keeps
+  its own pool (it declares ``Fusion.IF_SET``): it is heavy enough to batch, and one copy of
+  its weights per core would not fit.
 - ``pools``, for a cluster: one pool per stage, each sized and scaled apart (the settings as
   written), so that OCR can get replicas on CPU workers while the VLM has the GPU workers.
 
@@ -29,8 +30,9 @@ from pydantic import BaseModel
 
 from core.config import PoolSettings, ServiceConfig
 from core.config_sources import profile_source
-from core.stage_names import DECODE, FUSABLE, VLM
+from core.stage_names import DECODE
 from runtime.pools.base import later_stages
+from stages.base import Fusion
 from stages.pipeline import Pipeline
 
 Profile = Literal["per_core", "pools"]
@@ -84,7 +86,7 @@ def place(config: ServiceConfig) -> Placement:
     pooled_cpus = 0.0  # what the stages that keep a pool of their own take
     for name, stage in later_stages(pipeline).items():
         pool: PoolSettings = getattr(ray, name)
-        if not pool.model_fields_set and name in FUSABLE and name != VLM:
+        if not pool.model_fields_set and stage.fusion is Fusion.PER_CORE:
             fills[f"ray.{name}"] = {"fuse": True}
         elif not pool.fuse:
             cpus = stage.resources.cpus if pool.num_cpus is None else pool.num_cpus

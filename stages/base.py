@@ -12,6 +12,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import ClassVar, Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,16 @@ class Resources:
     memory_mb: int = 0
 
 
+class Fusion(Enum):
+    """Whether a stage may run inside the decode replicas, on each chunk as it is decoded,
+    instead of in a pool of its own (``PoolSettings.fuse``); ``core.stage_names.FUSABLE``
+    names the stages that may. A stage with GPUs keeps a pool of its own."""
+
+    NEVER = "never"  # not a stage of each chunk (fetching, decoding itself, speech)
+    IF_SET = "if_set"  # only where its pool sets ``fuse``
+    PER_CORE = "per_core"  # also where the ``per_core`` placement lays out the pools
+
+
 class Stage(ABC, Generic[InT, OutT]):
     """One step of the pipeline."""
 
@@ -37,6 +48,7 @@ class Stage(ABC, Generic[InT, OutT]):
     #: The ``Frame`` fields an image stage fills (what a later run may take from a result).
     fills: ClassVar[tuple[str, ...]] = ()
     resources: ClassVar[Resources] = Resources()
+    fusion: ClassVar[Fusion] = Fusion.NEVER
 
     def version_params(self) -> Mapping[str, object]:
         """Parameters and model ids that change this stage's output; they feed the pipeline

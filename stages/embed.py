@@ -9,7 +9,7 @@ from core.records import Chunk, Frame
 from core.stage_names import EMBED
 from models.base import TextEmbeddingModel
 from models.embedding import text_embedder
-from stages.base import Resources, Stage
+from stages.base import Fusion, Resources, Stage
 
 
 class EmbedStage(Stage[Chunk, Chunk]):
@@ -25,6 +25,7 @@ class EmbedStage(Stage[Chunk, Chunk]):
     # engine, or MiniLM with torch); no memory is reserved unless a deployment sets
     # ``ray.embed.memory_mb``.
     resources = Resources(cpus=0.3)
+    fusion = Fusion.PER_CORE
 
     def __init__(self, settings: StageSettings) -> None:
         self._settings = settings

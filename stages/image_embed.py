@@ -9,7 +9,7 @@ from core.records import Chunk, Frame
 from core.stage_names import IMAGE_EMBED
 from models.base import ImageEmbeddingModel
 from models.image_embedding import image_embedder
-from stages.base import Resources, Stage
+from stages.base import Fusion, Resources, Stage
 
 
 class ImageEmbedStage(Stage[Chunk, Chunk]):
@@ -25,6 +25,7 @@ class ImageEmbedStage(Stage[Chunk, Chunk]):
     # A small CLIP on CPU; no memory is reserved unless a deployment sets
     # ``ray.image_embed.memory_mb``. Size ``image_embed_threads`` to the CPUs a replica gets.
     resources = Resources(cpus=0.5)
+    fusion = Fusion.PER_CORE
 
     def __init__(self, settings: StageSettings) -> None:
         if not settings.image_embed_model:

@@ -8,7 +8,7 @@ from core.config import StageSettings
 from core.records import Chunk
 from core.stage_names import OCR
 from models.ocr import OcrEngine
-from stages.base import Resources, Stage
+from stages.base import Fusion, Resources, Stage
 
 
 class OcrStage(Stage[Chunk, Chunk]):
@@ -20,6 +20,7 @@ class OcrStage(Stage[Chunk, Chunk]):
     # reserved unless a deployment sets ``ray.ocr.memory_mb``. Size ``ocr_threads`` to the
     # CPUs a replica is granted (onnxruntime oversubscribes otherwise).
     resources = Resources(cpus=0.8)
+    fusion = Fusion.PER_CORE
 
     def __init__(self, settings: StageSettings) -> None:
         self._settings = settings

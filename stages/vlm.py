@@ -17,7 +17,7 @@ from core.records import Chunk, Frame
 from core.stage_names import VLM
 from models.base import VlmEngine
 from models.vlm import engine_for
-from stages.base import Resources, Stage
+from stages.base import Fusion, Resources, Stage
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,9 @@ class VlmStage(Stage[Chunk, Chunk]):
     # The transformers engine on CPU. The vLLM engine needs a GPU: a deployment that runs it
     # gives the pool one (``ray.vlm.num_gpus``, as deploy/config/production.yaml does).
     resources = Resources(cpus=0.5)
+    # Heavy enough to batch in a pool of its own: a copy of its weights per decode replica
+    # would not fit. A CPU deployment may still fuse it (``ray.vlm.fuse``).
+    fusion = Fusion.IF_SET
 
     def __init__(self, settings: StageSettings) -> None:
         if not settings.vlm_model:

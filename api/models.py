@@ -103,6 +103,15 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class Stages(BaseModel):
+    """The pipeline's stages."""
+
+    stages: list[str] = Field(
+        description="Every stage in pipeline order, by the names a video's `stages` and "
+        "`timings` and its `progress` events use (a pipeline runs the configured ones)."
+    )
+
+
 class DeadLetterEntry(BaseModel):
     """Something that could not be processed or delivered and waits for an operator."""
 

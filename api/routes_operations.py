@@ -1,15 +1,16 @@
-"""Routes for operators' tools: health and Prometheus metrics."""
+"""Routes for operators' tools: health, Prometheus metrics and the pipeline's stages."""
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from api.dependencies import Context
+from api.dependencies import Context, caller_tenant
 from api.errors import ApiError
-from api.models import ErrorBody, Health
+from api.models import ErrorBody, Health, Stages
 from core.errors import ReelsenseError
+from core.stage_names import ALL
 
 _HEALTH_PROBE_ID = "healthz-probe"  # any id: reading a missing record proves the store answers
 
@@ -36,3 +37,12 @@ async def healthz(context: Context) -> Health:
 async def metrics() -> Response:
     """Prometheus text exposition of this process's default registry."""
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+@operation_routes.get(
+    "/v1/stages", dependencies=[Depends(caller_tenant)], responses={401: {"model": ErrorBody}}
+)
+async def stages() -> Stages:
+    """Every stage of the pipeline, in the order they run: the order the dashboard lays out a
+    video's stages in."""
+    return Stages(stages=list(ALL))

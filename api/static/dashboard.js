@@ -8,13 +8,13 @@
 "use strict";
 
 (() => {
-  const STAGE_ORDER = ["fetch", "decode", "ocr", "vlm", "embed"];
   const FAILURES_SHOWN = 20;
   const DONE_SHOWN = 10;
   const THROUGHPUT_VIDEOS = 50;
   const REFRESH_MS = 15000;
 
   const inflight = new Map(); // video_id -> {video_id, tenant, stages, started_at}
+  let stageOrder = []; // the pipeline's stages in order, from /v1/stages
   let token = readToken();
   let streamGeneration = 0;
   let refreshTimer = null;
@@ -74,11 +74,15 @@
     return `${Math.round(seconds / 3600)} h ago`;
   }
 
+  async function loadStages() {
+    if (stageOrder.length === 0) stageOrder = (await getJSON("/v1/stages")).stages;
+  }
+
   function stageNames(stages) {
     const names = Object.keys(stages);
     const rank = (name) => {
-      const at = STAGE_ORDER.indexOf(name);
-      return at < 0 ? STAGE_ORDER.length : at;
+      const at = stageOrder.indexOf(name);
+      return at < 0 ? stageOrder.length : at;
     };
     return names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   }
@@ -420,6 +424,7 @@
 
   async function refreshAll() {
     try {
+      await loadStages(); // once: the lists below are laid out in pipeline order
       await Promise.all([loadInflight(), loadFailures(), loadThroughput()]);
       showError("");
     } catch (error) {

@@ -321,6 +321,17 @@ async def test_dashboard_shows_progress_failures_and_throughput(page: Page, brow
     )
     await page.store.advance("keynote-7", page.epochs["keynote-7"], "vlm", 1, None)
     await _until(lambda: "vlm" in _bars(browser, "keynote-7"), "a new stage's bar")
+    # Bars in pipeline order, as the API serves it (/v1/stages): speech last, the image
+    # embedder before the text embedder.
+    await page.store.advance("lecture-42", page.epochs["lecture-42"], "speech", 2, None)
+    await page.store.advance("lecture-42", page.epochs["lecture-42"], "image_embed", 1, 4)
+    await _until(
+        lambda: (
+            list(_bars(browser, "lecture-42"))
+            == ["fetch", "decode", "ocr", "image_embed", "embed", "speech"]
+        ),
+        "bars in pipeline order",
+    )
 
     # Failures with their reasons, as text.
     failures = await _until(lambda: _texts(browser, "#failures li"), "failure list")

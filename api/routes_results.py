@@ -26,11 +26,9 @@ from api.models import (
 )
 from api.vtt import Cue, webvtt
 from checkpoint.base import VideoState, VideoStatus
-from core.records import Frame
-from core.shots import video_shots
-from core.spans import text_spans
 from core.urls import redact_url
 from sinks.object_store import document_key
+from sinks.views import stored_shots, stored_spans
 from storage.base import ObjectStore
 
 # Part of every result's ETag: change it when the same document gets another rendering.
@@ -202,7 +200,7 @@ def _rendered(document: dict[str, Any], *, frames: bool, words: bool) -> str:
 
 def result_body(document: dict[str, Any], *, frames: bool, words: bool) -> VideoResultDocument:
     """The answer made of a stored result document (``sinks/object_store.py``)."""
-    spans, shots = _stored_spans(document), _stored_shots(document)
+    spans, shots = stored_spans(document), stored_shots(document)
     video = document["video"]
     path = f"/v1/videos/{quote(video['video_id'], safe='')}/shots"
     return VideoResultDocument(
@@ -243,30 +241,9 @@ def _stored_speech(document: dict[str, Any], *, words: bool) -> VideoSpeech | No
     return VideoSpeech.model_validate({**speech, "segments": segments})
 
 
-# A document written before spans or shots were gets them made now from its frames; the
-# frames are read only then (they are most of a long video's document).
-def _stored_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
-    spans: list[dict[str, Any]] | None = document.get("text_spans")
-    if spans is None:
-        spans = [span.to_json() for span in text_spans(_stored_frames(document))]
-    return spans
-
-
-def _stored_shots(document: dict[str, Any]) -> list[dict[str, Any]]:
-    shots: list[dict[str, Any]] | None = document.get("shots")
-    if shots is None:
-        duration = float(document["probe"]["duration_s"])
-        shots = [shot.to_json() for shot in video_shots(_stored_frames(document), duration)]
-    return shots
-
-
-def _stored_frames(document: dict[str, Any]) -> list[Frame]:
-    return [Frame.from_json(raw) for raw in document["frames"]]
-
-
 def _cues(document: dict[str, Any], track: Track) -> list[Cue]:
     if track == "text":
-        spans = _stored_spans(document)
+        spans = stored_spans(document)
         return [Cue(float(s["start_s"]), float(s["end_s"]), str(s["text"])) for s in spans]
     segments = (document.get("speech") or {}).get("segments") or []
     return [Cue(float(s["start_s"]), float(s["end_s"]), str(s["text"])) for s in segments]

@@ -26,8 +26,7 @@ from models.base import ImageEmbeddingModel
 from sinks.indexes import IndexUpkeep, VectorIndexJob
 from sinks.lance_rows import columns_table, model_table_name, sql_string, table_uri
 from sinks.lance_table import DEFAULT_EMBEDDING_DIM, EmbeddingRowsSink, LanceTable, map_lance_error
-from sinks.object_store import shot_entries
-from sinks.search_rows import shot_at
+from sinks.views import shot_at, views_of
 
 FRAME_KIND = "frame"  # the kind of a search hit found by its pixels
 
@@ -164,7 +163,7 @@ class ImageSearch:
 
 
 def _frame_rows(result: VideoResult, written_at: datetime) -> list[dict[str, Any]]:
-    shots = [(s["start_s"], s["end_s"], s["thumbnail"]) for s in shot_entries(result)]
+    shots = views_of(result).shot_times
     frames = sorted(
         (f for f in result.frames if f.repeat_of is None and f.image_embedding is not None),
         key=lambda f: f.timestamp_s,

@@ -2,7 +2,7 @@
 
 A result document's key is derived from the video and the pipeline version, and its bytes from
 the result alone (sorted keys, no write time), so writing the same result twice leaves the same
-object.
+object. The thumbnails' keys are made in ``sinks.views``, beside the shots that name them.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from urllib.parse import quote, unquote
 
 from core.config import StorageSettings
 from core.records import EarlierResult, Frame, ProbeInfo, VideoRef, VideoResult
-from core.shots import video_shots
-from core.spans import text_spans
 from core.speech import Speech
-from core.stage_names import DECODE
 from sinks.base import Sink
+from sinks.views import decode_version, thumbnail_key, views_of
 from storage.base import ObjectStore
 from storage.uri import object_store_from_uri
 
@@ -33,15 +31,6 @@ def document_key(tenant: str, video_id: str, pipeline_version: str) -> str:
     return f"results/{tenant_part}/{video_part}/{version_part}.json"
 
 
-def thumbnail_key(tenant: str, video_id: str, decode_version: str, sample: int) -> str:
-    """``thumbnails/{tenant}/{video_id}/{decode_version}/{sample:06d}.jpg``: keyed by the
-    decode stage's version, which alone decides the pixels, so a video re-run under a new
-    pipeline version that keeps its decoding keeps its thumbnails."""
-    parts = (quote(part, safe="") for part in (tenant, video_id, decode_version))
-    tenant_part, video_part, version_part = parts
-    return f"thumbnails/{tenant_part}/{video_part}/{version_part}/{sample:06d}.jpg"
-
-
 def video_prefixes(tenant: str, video_id: str) -> tuple[str, str]:
     """Where a video's documents and thumbnails are, every version of them."""
     document = document_key(tenant, video_id, "x").rsplit("/", 1)[0] + "/"
@@ -49,15 +38,11 @@ def video_prefixes(tenant: str, video_id: str) -> tuple[str, str]:
     return document, thumbnails
 
 
-def _decode_version(result: VideoResult) -> str:
-    return result.stage_versions.get(DECODE, result.pipeline_version)
-
-
 def result_document(result: VideoResult) -> dict[str, Any]:
     """The JSON-ready document of one result: everything but pixels and embeddings, the
-    on-screen text merged into spans over time (``core.spans``), the shots (``core.shots``)
-    and the speech (``core.speech``; None when it is not recognised)."""
-    ref = result.ref
+    on-screen text merged into spans over time and the shots (``sinks.views``), and the speech
+    (``core.speech``; None when it is not recognised)."""
+    ref, views = result.ref, views_of(result)
     return {
         "schema": DOCUMENT_SCHEMA,
         "video": {
@@ -79,32 +64,11 @@ def result_document(result: VideoResult) -> dict[str, Any]:
             for frame in sorted(result.frames, key=lambda f: (f.timestamp_s, f.index))
         ],
         "text": result.text.split("\n") if result.text else [],
-        "text_spans": [span.to_json() for span in text_spans(result.frames)],
-        "shots": shot_entries(result),
+        "text_spans": [span.to_json() for span in views.text_spans],
+        "shots": list(views.shots),
         "speech": result.speech.to_json() if result.speech is not None else None,
         "timings": {stage: float(seconds) for stage, seconds in result.timings.items()},
     }
-
-
-def shot_entries(result: VideoResult) -> list[dict[str, Any]]:
-    """The shots, each with the key of its keyframe's thumbnail (None without one) and the
-    VLM's description of it (None without one)."""
-    ref, version = result.ref, _decode_version(result)
-    thumbnails = {f.index for f in result.frames if f.thumbnail is not None}
-    described = sorted(
-        (f for f in result.frames if f.description is not None), key=lambda f: f.timestamp_s
-    )
-    shots = []
-    for shot in video_shots(result.frames, result.probe.duration_s):
-        key = None
-        if shot.keyframe is not None and shot.keyframe in thumbnails:
-            key = thumbnail_key(ref.tenant, ref.video_id, version, shot.keyframe)
-        inside = [f for f in described if shot.start_s <= f.timestamp_s < shot.end_s]
-        # The keyframe's description (it is the sample described), else the first in the shot.
-        inside.sort(key=lambda f: f.index != shot.keyframe)
-        description = inside[0].description if inside else None
-        shots.append({**shot.to_json(), "thumbnail": key, "description": description})
-    return shots
 
 
 def earlier_result(document: dict[str, Any], frame_count: int) -> EarlierResult:
@@ -151,7 +115,7 @@ class ResultDocumentSink(Sink):
     def _write_thumbnails(self, result: VideoResult) -> None:
         """Before the document that names them; frames read back from an earlier result carry
         no bytes (b""): theirs are stored already."""
-        ref, version = result.ref, _decode_version(result)
+        ref, version = result.ref, decode_version(result)
         for frame in result.frames:
             if frame.thumbnail:
                 key = thumbnail_key(ref.tenant, ref.video_id, version, frame.index)

@@ -20,8 +20,9 @@ from typing import Any
 
 from sinks.lance_rows import video_predicate
 from sinks.search import LanceSearchIndex
-from sinks.search_rows import Shot, search_rows
+from sinks.search_rows import search_rows
 from sinks.segments import LanceSegmentSink
+from sinks.views import Shot
 
 _COLUMNS = ["video_id", "tenant", "kind", "seq", "start_s", "end_s", "text", "attributes"]
 

@@ -1,6 +1,6 @@
 """Hybrid search over what videos show and say: table ``search_<embedder>``.
 
-One row per searchable segment (``sinks.segments``: text spans, speech segments, shot
+One row per searchable segment (``sinks.views``: text spans, speech segments, shot
 descriptions) with its text, its search terms (``core.terms``) and its embedding by one text
 model. A query runs two searches over the same rows, both filtered first (tenant, video,
 kind, time range): BM25 over the terms (Lance's inverted index) and nearest neighbours of the

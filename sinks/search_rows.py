@@ -16,24 +16,18 @@ from typing import Any
 from core.records import VideoResult
 from core.search import SEARCHED_KINDS
 from core.terms import index_terms
-from sinks.object_store import shot_entries
-from sinks.segments import segments_of
-
-Shot = tuple[float, float, str | None]  # start, end, thumbnail key
+from sinks.views import Shot, shot_at, views_of
 
 
 def result_rows(
     result: VideoResult, written_at: datetime, *, partial: bool
 ) -> list[dict[str, Any]]:
     """The rows of a result; a part of a video (``partial``) does not know its shots."""
-    shots = (
-        []
-        if partial
-        else [(s["start_s"], s["end_s"], s["thumbnail"]) for s in shot_entries(result)]
-    )
+    views = views_of(result)
+    shots = () if partial else views.shot_times
     ref = result.ref
     return search_rows(
-        ref.video_id, ref.tenant, result.pipeline_version, segments_of(result), shots,
+        ref.video_id, ref.tenant, result.pipeline_version, views.segments, shots,
         partial=partial, written_at=written_at,
     )  # fmt: skip
 
@@ -73,14 +67,6 @@ def search_rows(
             }
         )
     return rows
-
-
-def shot_at(time_s: float, shots: Sequence[Shot]) -> int | None:
-    """The index of the shot at ``time_s`` (the last one past the end), if it has a thumbnail."""
-    shot = next((i for i, (a, b, _) in enumerate(shots) if a <= time_s < b), None)
-    if shot is None and shots and time_s >= shots[-1][1]:
-        shot = len(shots) - 1
-    return None if shot is None or shots[shot][2] is None else shot
 
 
 def segment_key(kind: str, start_s: float, text: str, taken: set[str]) -> str:

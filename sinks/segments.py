@@ -1,4 +1,5 @@
-"""Lance table ``segments``: what a video shows and says over time, one row per segment.
+"""Lance table ``segments``: what a video shows and says over time, one row per segment, as
+``sinks.views`` derives them.
 
 Kinds: ``shot`` (``core.shots``; attributes: how it begins, its keyframe and thumbnail key),
 ``text`` (on-screen text spans, ``core.spans``; attributes: box, score, samples) and
@@ -22,11 +23,10 @@ import pyarrow as pa
 
 from core.config import StorageSettings
 from core.records import VideoResult
-from core.spans import text_spans
 from sinks.base import TableSink
 from sinks.lance_rows import latest_per_video, sql_string, table_uri
 from sinks.lance_table import LanceTable
-from sinks.object_store import shot_entries
+from sinks.views import views_of
 
 
 def segments_schema() -> pa.Schema:
@@ -44,38 +44,6 @@ def segments_schema() -> pa.Schema:
             pa.field("written_at", pa.timestamp("us", tz="UTC")),
         ]
     )
-
-
-def segments_of(result: VideoResult) -> list[dict[str, Any]]:
-    """The segments of one result as ``kind, start_s, end_s, text, attributes`` rows."""
-    rows: list[dict[str, Any]] = []
-    shots = shot_entries(result)
-    for shot in shots:
-        attributes = {k: shot[k] for k in ("entered_by", "transition_s", "keyframe", "thumbnail")}
-        rows.append(_row("shot", shot["start_s"], shot["end_s"], "", attributes))
-    for shot in shots:
-        if (description := shot["description"]) is not None:
-            text = str(description.get("caption", ""))
-            rows.append(_row("description", shot["start_s"], shot["end_s"], text, description))
-    for span in text_spans(result.frames):
-        box = [[float(x), float(y)] for x, y in span.box]
-        attributes = {"box": box, "score": round(span.score, 4), "samples": span.frames}
-        rows.append(_row("text", span.start_s, span.end_s, span.text, attributes))
-    speech = result.speech
-    language = speech.language if speech is not None else None
-    for segment in speech.segments if speech is not None else ():
-        attributes = {
-            "language": language,
-            "avg_logprob": round(segment.avg_logprob, 4),
-            "no_speech_prob": round(segment.no_speech_prob, 4),
-            "words": [word.to_json() for word in segment.words],
-        }
-        rows.append(_row("speech", segment.start_s, segment.end_s, segment.text, attributes))
-    return rows
-
-
-def _row(kind: str, start: float, end: float, text: str, attributes: Any) -> dict[str, Any]:
-    return {"kind": kind, "start_s": start, "end_s": end, "text": text, "attributes": attributes}
 
 
 class LanceSegmentSink(TableSink):
@@ -110,7 +78,7 @@ class LanceSegmentSink(TableSink):
         rows = []
         for result in results:
             seqs: dict[str, int] = {}
-            for segment in segments_of(result):
+            for segment in views_of(result).segments:
                 kind = segment["kind"]
                 seqs[kind] = seqs.get(kind, -1) + 1
                 rows.append(

@@ -13,6 +13,9 @@ With a ``WriterLease`` (``sinks.writer_lease``) it is also the only writer acros
 and clusters: it takes the lease before its first commit and confirms it right before each
 sink writes; without the lease it commits nothing and the batch fails, retryable.
 
+The sinks of a write share each result's views (shots, text spans, segments): derived once,
+in ``sinks.views``, while the write lasts.
+
 Free of Ray on purpose: the runtime wraps it in an actor; tests and the sequential runner use
 it directly.
 """
@@ -39,6 +42,7 @@ from sinks.base import Sink
 from sinks.errors import SinkUnavailable, as_sink_error
 from sinks.forgetting import forget_everywhere, purge_due
 from sinks.lineup import sinks_from_settings
+from sinks.views import shared_views
 from sinks.writer_lease import WriterLease
 
 log = logging.getLogger(__name__)
@@ -275,10 +279,12 @@ class SinkWriter:
         while (taken := self._take()) is not None:
             parts, batch, forgets = taken
             if parts:
-                self._write_parts(parts)
+                with shared_views():
+                    self._write_parts(parts)
             try:
                 if batch:
-                    self._write_batch(batch)
+                    with shared_views():  # each result's views derived once for all sinks
+                        self._write_batch(batch)
             except BaseException as exc:  # a bug here must not leave callers waiting forever
                 error = as_sink_error(exc, "sink_writer")
                 for pending in batch:

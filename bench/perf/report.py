@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageDraw, ImageFont
 
+from core.stage_names import ALL
+
 if TYPE_CHECKING:
     from bench.perf.modes.common import ModeResult
     from bench.perf.sampler import TreeSampler
@@ -30,7 +32,6 @@ COLORS = {
     "embed": (52, 168, 83),
     "speech": (244, 180, 0),
 }
-_STAGE_ORDER = ("fetch", "decode", "ocr", "vlm", "embed", "speech")
 
 
 def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
@@ -111,7 +112,7 @@ def write_timeline(
 
 def _order(lane: str, result: ModeResult) -> int:
     stages = [a.stage for a in result.timeline if a.lane == lane]
-    return min((_STAGE_ORDER.index(s) for s in stages if s in _STAGE_ORDER), default=99)
+    return min((ALL.index(s) for s in stages if s in ALL), default=99)
 
 
 def _cpu_line(

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from core.records import VideoRef, VideoResult
-
-if TYPE_CHECKING:
-    from sinks.lance_table import LanceTable
 
 
 class Sink(ABC):
@@ -45,18 +42,3 @@ class Sink(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients."""
-
-
-class TableSink(Sink):
-    """A sink whose rows live in one Lance table, ``table``."""
-
-    table: LanceTable
-
-    def forget(self, videos: Sequence[VideoRef]) -> None:
-        self.table.forget([video.video_id for video in videos])
-
-    def purge_in(self) -> float | None:
-        return self.table.purges.next_in()
-
-    def purge(self) -> float | None:
-        return self.table.purge()

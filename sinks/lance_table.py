@@ -24,8 +24,8 @@ from lance.commit import CommitConflictError
 
 from core.config import StorageSettings
 from core.errors import ReelsenseError
-from core.records import VideoResult
-from sinks.base import TableSink
+from core.records import VideoRef, VideoResult
+from sinks.base import Sink
 from sinks.errors import SinkAccessDenied, SinkRejected, SinkUnavailable
 from sinks.lance_purge import PurgeSchedule, run_due
 from sinks.lance_rows import first_dim, latest_per_video, table_uri, video_predicate
@@ -349,6 +349,21 @@ class LanceTable:
             return int(dataset.count_rows(filter=filter))
         except Exception as exc:
             raise map_lance_error(exc, table=self.name) from exc
+
+
+class TableSink(Sink):
+    """A sink whose rows live in one Lance table, ``table``."""
+
+    table: LanceTable
+
+    def forget(self, videos: Sequence[VideoRef]) -> None:
+        self.table.forget([video.video_id for video in videos])
+
+    def purge_in(self) -> float | None:
+        return self.table.purges.next_in()
+
+    def purge(self) -> float | None:
+        return self.table.purge()
 
 
 class EmbeddingRowsSink(TableSink):

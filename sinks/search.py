@@ -32,7 +32,6 @@ from core.records import VideoResult
 from core.search import Method, SearchFilter, SegmentHit
 from core.terms import index_terms
 from models.base import TextEmbeddingModel
-from sinks.base import TableSink
 from sinks.images import FRAME_KIND, ImageSearch
 from sinks.indexes import IndexUpkeep, TextIndexJob, VectorIndexJob
 from sinks.lance_rows import (
@@ -43,7 +42,7 @@ from sinks.lance_rows import (
     table_uri,
     video_predicate,
 )
-from sinks.lance_table import LanceTable, map_lance_error
+from sinks.lance_table import LanceTable, TableSink, map_lance_error
 from sinks.search_ranking import Candidate, fuse, merged
 from sinks.search_rows import result_rows, segment_key
 

@@ -23,9 +23,8 @@ import pyarrow as pa
 
 from core.config import StorageSettings
 from core.records import VideoResult
-from sinks.base import TableSink
 from sinks.lance_rows import latest_per_video, sql_string, table_uri
-from sinks.lance_table import LanceTable
+from sinks.lance_table import LanceTable, TableSink
 from sinks.views import views_of
 
 

@@ -22,9 +22,10 @@ findings of the sample it repeats (``Chunk.with_repeats_filled``). Both are deci
 is decoded alone, so an attempt that resumes a video decides them as the first one did (the
 detector is warmed up on the frames between the key frame it seeks to and the resume point).
 
-Limits hold on what is decoded, not only on what the header promised (``_DecodeBudget``): the
-presentation time, the frame size of every frame, the number of frames decoded, the time spent
-decoding, and timestamps that stop advancing each end the video with their reason code.
+Limits hold on what is decoded, not only on what the header promised
+(``stages.decode_budget``): the presentation time, the frame size of every frame, the number of
+frames decoded, the time spent decoding, and timestamps that stop advancing each end the video
+with their reason code.
 
 Frames are turned upright (display matrix), downscaled so the long side is at most
 ``max_side``, and handed out in chunks; the final chunk has ``last=True``. A chunk's size
@@ -35,13 +36,11 @@ cuts its chunks exactly where the first attempt did.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
 import os
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Literal
@@ -54,8 +53,9 @@ from core.config import LimitSettings, StageSettings
 from core.records import Chunk, Frame, Image, LocalVideo, ProbeInfo
 from core.stage_names import DECODE
 from stages.base import Resources, StreamingStage
+from stages.decode_budget import DecodeBudget
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
-from stages.fetch import check_dimensions, main_video_stream, open_container
+from stages.fetch import main_video_stream, open_container
 from stages.ranges import VideoRange, frame_times, plan_ranges
 from stages.sampling import ChunkCutter, ResumePoint, Sampler, ShotMarks
 from stages.shots import ShotSettings
@@ -88,80 +88,6 @@ class DecodedFrames:
 
 
 FRAMES_DECODED = DecodedFrames()
-
-
-# Decoded frames in a row whose timestamps do not pass the latest one seen: a stream whose
-# clock stalls or jumps back for this long would otherwise be decoded with nothing sampled.
-_MAX_STALLED_FRAMES = 1000
-
-
-class _DecodeBudget:
-    """What one video may cost as it is decoded, whatever its header said (a Matroska file
-    without a Duration element probes as 0 s; a stream may change its frame size midway)."""
-
-    def __init__(self, limits: LimitSettings) -> None:
-        self._limits = limits
-        self._max_frames = limits.max_decoded_frames or math.ceil(
-            limits.max_duration_s * limits.max_fps
-        )
-        self._decoded = 0
-        self._first = math.nan  # the presentation time of the first frame decoded
-        self._latest = -math.inf
-        self._stalled = 0
-        self._busy_s = 0.0  # decoding time, up to ``_since``
-        self._since = time.monotonic()
-
-    @contextlib.contextmanager
-    def waiting(self) -> Iterator[None]:
-        """While a chunk handed on is taken downstream: that time is not decoding time."""
-        self._busy_s += time.monotonic() - self._since
-        try:
-            yield
-        finally:
-            self._since = time.monotonic()
-
-    def _check_time(self) -> None:
-        limits = self._limits
-        covered = max(0.0, self._latest - self._first) if self._decoded > 1 else 0.0
-        allowed = min(
-            limits.max_decode_s, limits.decode_grace_s + limits.decode_s_per_video_s * covered
-        )
-        busy = self._busy_s + time.monotonic() - self._since
-        if busy > allowed:
-            raise LimitExceeded(
-                f"decoding took {busy:.1f} s for {covered:.1f} s of video (limits: "
-                f"{limits.decode_grace_s} s + {limits.decode_s_per_video_s} s a second of "
-                f"video, {limits.max_decode_s} s at most)",
-                code="limit_decode_time",
-            )
-
-    def spend(self, frame: av.VideoFrame, t: float) -> None:
-        """Count one decoded frame at ``t`` seconds; raise when a limit is passed."""
-        limits = self._limits
-        self._decoded += 1
-        if t > limits.max_duration_s:
-            raise LimitExceeded(
-                f"frames at {t:.1f} s, above the {limits.max_duration_s} s limit",
-                code="limit_duration",
-            )
-        check_dimensions(frame.width, frame.height, limits)
-        if self._decoded > self._max_frames:
-            raise LimitExceeded(
-                f"more than {self._max_frames} frames decoded", code="limit_decoded_frames"
-            )
-        if self._decoded == 1:
-            self._first = t
-        self._check_time()
-        if t > self._latest:
-            self._latest, self._stalled = t, 0
-            return
-        self._stalled += 1
-        if self._stalled >= _MAX_STALLED_FRAMES:
-            raise DecodeError(
-                f"{self._stalled} frames in a row at or before {self._latest:.2f} s: "
-                "the timestamps stopped advancing",
-                code="timestamps_stalled",
-            )
 
 
 class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
@@ -311,7 +237,7 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
         if resume is not None:
             reader.seek(max(0.0, resume.after_s - self._warm_up_s))
         chunk = ChunkCutter(video.ref.video_id, size, resume)
-        budget = _DecodeBudget(self._limits)
+        budget = DecodeBudget(self._limits)
         for frame, t in reader:
             budget.spend(frame, t)
             boundary = marks.see(frame, t, warming=t <= sampler.skip_until)

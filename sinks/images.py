@@ -25,7 +25,8 @@ from core.records import Frame, Vector, VideoResult
 from models.base import ImageEmbeddingModel
 from sinks.indexes import IndexUpkeep, VectorIndexJob
 from sinks.lance_rows import columns_table, model_table_name, sql_string, table_uri
-from sinks.lance_table import DEFAULT_EMBEDDING_DIM, EmbeddingRowsSink, LanceTable, map_lance_error
+from sinks.lance_table import DEFAULT_EMBEDDING_DIM, LanceTable, map_lance_error
+from sinks.table_sinks import EmbeddingRowsSink
 from sinks.views import shot_at, views_of
 
 FRAME_KIND = "frame"  # the kind of a search hit found by its pixels

@@ -18,7 +18,8 @@ import pyarrow as pa
 from core.config import StorageSettings
 from core.records import VideoResult
 from sinks.lance_rows import columns_table, latest_per_video, sql_string, table_uri, video_predicate
-from sinks.lance_table import EmbeddingRowsSink, LanceTable, TableSink
+from sinks.lance_table import LanceTable
+from sinks.table_sinks import EmbeddingRowsSink, TableSink
 
 
 def frames_schema(dim: int) -> pa.Schema:

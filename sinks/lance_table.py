@@ -1,5 +1,5 @@
-"""A Lance table written by keyed upserts, its errors, and the sink of per-frame rows with
-vectors that its tables share (names, filters and Arrow rows: ``sinks.lance_rows``).
+"""A Lance table written by keyed upserts, and its errors (the names, filters and Arrow rows
+its tables share: ``sinks.lance_rows``; the sinks whose rows live in one: ``sinks.table_sinks``).
 
 Upserts are keyed by the video, so a write is idempotent and a video re-processed under a new
 pipeline version ends up with exactly its new rows. The key columns are declared as the table's
@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 import lance
-import numpy as np
 import pyarrow as pa
 from lance.commit import CommitConflictError
 
 from core.config import StorageSettings
 from core.errors import ReelsenseError
-from core.records import VideoRef, VideoResult
-from sinks.base import Sink
+from core.records import VideoResult
 from sinks.errors import SinkAccessDenied, SinkRejected, SinkUnavailable
 from sinks.lance_purge import PurgeSchedule, run_due
-from sinks.lance_rows import first_dim, latest_per_video, table_uri, video_predicate
+from sinks.lance_rows import first_dim, table_uri, video_predicate
 from storage.s3 import lance_storage_options
 
 log = logging.getLogger(__name__)
@@ -65,7 +61,6 @@ COMPACT_FRAGMENTS = 16
 # Creating a table is not atomic in pylance 14 (see LanceTable.create): creations in this
 # process take turns. Across processes, the single writer per table prevents the race.
 _CREATE_LOCK = threading.Lock()
-_WARNED_DIMS: set[str] = set()  # tables whose vectors' size was said not to fit
 
 
 def map_lance_error(exc: BaseException, *, table: str) -> ReelsenseError:
@@ -349,70 +344,3 @@ class LanceTable:
             return int(dataset.count_rows(filter=filter))
         except Exception as exc:
             raise map_lance_error(exc, table=self.name) from exc
-
-
-class TableSink(Sink):
-    """A sink whose rows live in one Lance table, ``table``."""
-
-    table: LanceTable
-
-    def forget(self, videos: Sequence[VideoRef]) -> None:
-        self.table.forget([video.video_id for video in videos])
-
-    def purge_in(self) -> float | None:
-        return self.table.purges.next_in()
-
-    def purge(self) -> float | None:
-        return self.table.purge()
-
-
-class EmbeddingRowsSink(TableSink):
-    """A table of per-frame rows with an embedding column of one dimension (frames, frame
-    image vectors)."""
-
-    KEYS: ClassVar[tuple[str, ...]]
-    table: LanceTable
-    _dim: int | None
-
-    @staticmethod
-    @abstractmethod
-    def schema(dim: int) -> pa.Schema: ...
-
-    @staticmethod
-    @abstractmethod
-    def rows_of(results: Sequence[VideoResult], dim: int) -> pa.Table: ...
-
-    def open(self) -> None:
-        """Create the table now if its embedding dimension is known already."""
-        if self._dim is not None:
-            self.table.create(self.schema(self._dim), keys=self.KEYS)
-
-    def embedding_dim(self, results: Sequence[VideoResult] = ()) -> int:
-        return self.table.embedding_dim(self._dim, results)
-
-    def write(self, results: Sequence[VideoResult]) -> None:
-        results = latest_per_video(results)
-        if not results:
-            return
-        dim = self.embedding_dim(results)
-        rows = self.rows_of([self._fitted(result, dim) for result in results], dim)
-        # Videos without rows still go through the upsert: their old rows must go.
-        self.table.upsert(rows, keys=list(self.KEYS), video_ids=[r.ref.video_id for r in results])
-        self.written()
-
-    def _fitted(self, result: VideoResult, dim: int) -> VideoResult:
-        """The result with vectors of another size than the table's left out: the table was
-        made for another text model (search has a table per model, ``sinks.search``; a
-        reprocessed video whose vectors are not here has its text embedded again)."""
-        sizes = {int(np.size(f.embedding)) for f in result.frames if f.embedding is not None}
-        if sizes <= {dim} or len(sizes) > 1:
-            return result  # fits, or a result of mixed sizes: ``rows_of`` rejects it
-        if self.table.name not in _WARNED_DIMS:
-            _WARNED_DIMS.add(self.table.name)
-            log.warning(
-                "%s holds %d-d vectors; the text model's are kept out of it", self.table.name, dim
-            )
-        return replace(result, frames=[replace(f, embedding=None) for f in result.frames])
-
-    def written(self) -> None:
-        """After each write (index upkeep)."""

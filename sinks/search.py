@@ -42,9 +42,10 @@ from sinks.lance_rows import (
     table_uri,
     video_predicate,
 )
-from sinks.lance_table import LanceTable, TableSink, map_lance_error
+from sinks.lance_table import LanceTable, map_lance_error
 from sinks.search_ranking import Candidate, fuse, merged
 from sinks.search_rows import result_rows, segment_key
+from sinks.table_sinks import TableSink
 
 RECENT_TEXTS = 4096  # texts whose embedding is kept for the next write
 _COLUMNS = ["video_id", "tenant", "kind", "segment", "start_s", "end_s", "text", "shot", "partial"]

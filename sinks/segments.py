@@ -24,7 +24,8 @@ import pyarrow as pa
 from core.config import StorageSettings
 from core.records import VideoResult
 from sinks.lance_rows import latest_per_video, sql_string, table_uri
-from sinks.lance_table import LanceTable, TableSink
+from sinks.lance_table import LanceTable
+from sinks.table_sinks import TableSink
 from sinks.views import views_of
 
 

@@ -27,12 +27,11 @@ import logging
 import math
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import ClassVar, Protocol, runtime_checkable
 
 from core.config import StorageSettings
 from core.errors import PermanentError, ReelsenseError
@@ -42,6 +41,7 @@ from sinks.base import Sink
 from sinks.errors import SinkUnavailable, as_sink_error
 from sinks.forgetting import forget_everywhere, purge_due
 from sinks.lineup import sinks_from_settings
+from sinks.partial_writes import FinalWrites, Part, PartialSink
 from sinks.views import shared_views
 from sinks.writer_lease import WriterLease
 
@@ -62,23 +62,6 @@ class WriterStats:
     superseded_partials: int = 0  # came after their video's final write: not written
     # Seconds from a part's analysis (its ``completed_at``) to its commit, the latest ones.
     partial_lags_s: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
-
-
-@runtime_checkable
-class PartialSink(Protocol):
-    """A sink that also takes parts of videos still in analysis (the search index)."""
-
-    name: ClassVar[str]
-
-    def write_partial(self, results: Sequence[VideoResult]) -> None: ...
-
-    def drop_partial(self, video_ids: Sequence[str]) -> None: ...
-
-
-@dataclass
-class _Part:
-    video_id: str
-    result: VideoResult | None  # None: remove the video's partial rows
 
 
 @dataclass
@@ -116,12 +99,10 @@ class SinkWriter:
         self.lease = lease
         self.stats = WriterStats()
         self._pending: list[_Pending] = []
-        self._parts: list[_Part] = []
+        self._parts: list[Part] = []
         self._forgets: list[_Forget] = []
         self._purge_at = math.inf  # time.monotonic() when a sink's purge step is due
-        # The owner epoch of each video's latest final write: parts of that attempt or an
-        # older one that come after it are not written (they would mark final rows partial).
-        self._finals: OrderedDict[str, int | None] = OrderedDict()
+        self._finals = FinalWrites(FINALS_KEPT)  # parts they supersede are not written
         self._cond = threading.Condition()
         self._closing = False
         self._flush_requested = False
@@ -170,11 +151,11 @@ class SinkWriter:
     def submit_partial(self, *parts: VideoResult) -> None:
         """Queue parts of videos in analysis for the sinks that take parts; written at once,
         together, not waited for (a failure is logged)."""
-        self._queue_parts([_Part(part.ref.video_id, part) for part in parts])
+        self._queue_parts([Part(part.ref.video_id, part) for part in parts])
 
     def drop_partial(self, video_id: str) -> None:
         """Queue the removal of a failed video's partial rows."""
-        self._queue_parts([_Part(video_id, None)])
+        self._queue_parts([Part(video_id, None)])
 
     def forget(self, videos: Sequence[VideoRef]) -> concurrent.futures.Future[None]:
         """Queue the removal of everything every sink holds of ``videos`` (deleted), after
@@ -186,7 +167,7 @@ class SinkWriter:
             self._cond.notify_all()
         return future
 
-    def _queue_parts(self, parts: list[_Part]) -> None:
+    def _queue_parts(self, parts: list[Part]) -> None:
         with self._cond:
             if parts and not self._closing:
                 self._parts.extend(parts)
@@ -238,7 +219,7 @@ class SinkWriter:
             return True
         return time.monotonic() - self._pending[0].submitted >= self.flush_s
 
-    def _take(self) -> tuple[list[_Part], list[_Pending], list[_Forget]] | None:
+    def _take(self) -> tuple[list[Part], list[_Pending], list[_Forget]] | None:
         """Wait until parts or deletions wait, a batch is due or a purge step; take them. None
         once closed and drained."""
         with self._cond:
@@ -316,8 +297,8 @@ class SinkWriter:
         if idle and self.lease is not None:
             self.lease.let_go()
 
-    def _write_parts(self, parts: list[_Part]) -> None:
-        live = [part for part in parts if not self._superseded(part)]
+    def _write_parts(self, parts: list[Part]) -> None:
+        live = [part for part in parts if not self._finals.superseded(part)]
         self.stats.superseded_partials += len(parts) - len(live)
         results = [part.result for part in live if part.result is not None]
         dropped = [part.video_id for part in live if part.result is None]
@@ -338,20 +319,6 @@ class SinkWriter:
         self.stats.partials += len(results)
         for result in results:
             self.stats.partial_lags_s.append((committed - result.completed_at).total_seconds())
-
-    def _superseded(self, part: _Part) -> bool:
-        """Whether the part's video had its final write by the part's attempt or a later one."""
-        if part.result is None or part.video_id not in self._finals:
-            return False
-        final, epoch = self._finals[part.video_id], part.result.epoch
-        return final is None or epoch is None or epoch <= final
-
-    def _finished(self, results: Sequence[VideoResult]) -> None:
-        for result in results:
-            self._finals[result.ref.video_id] = result.epoch
-            self._finals.move_to_end(result.ref.video_id)
-        while len(self._finals) > FINALS_KEPT:
-            self._finals.popitem(last=False)
 
     def _open(self, sink: Sink | PartialSink) -> None:
         if id(sink) not in self._opened:
@@ -378,7 +345,7 @@ class SinkWriter:
         started = time.monotonic()
         error = self._write_all([p.result for p in batch])
         if error is None:
-            self._finished([p.result for p in batch])
+            self._finals.finished([p.result for p in batch])
             self._record_success(len(batch), time.monotonic() - started)
             for pending in batch:
                 pending.future.set_result(None)
@@ -402,7 +369,7 @@ class SinkWriter:
             started = time.monotonic()
             error = self._write_all([group[-1].result])
             if error is None:
-                self._finished([group[-1].result])
+                self._finals.finished([group[-1].result])
                 self._record_success(1, time.monotonic() - started)
             for pending in group:
                 if error is None:

@@ -253,7 +253,8 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from core.config import InsecureConfig, ServiceConfig
+    from core.api_settings import InsecureConfig
+    from core.config import ServiceConfig
 
     config = ServiceConfig.load(args.config)
     try:

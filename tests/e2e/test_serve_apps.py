@@ -9,7 +9,7 @@ import pytest
 from ray import serve
 
 from checkpoint.base import VideoState
-from core.config import InsecureConfig
+from core.api_settings import InsecureConfig
 from devkit.run_config import dump_config
 from devkit.service_run import ServiceRun
 from devkit.workload import write_videos

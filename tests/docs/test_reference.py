@@ -38,14 +38,14 @@ def test_every_setting_is_described(reference: ModuleType) -> None:
     except KeyError as exc:
         pytest.fail(
             f"setting {exc.args[0]} has no description: give it a comment in the settings "
-            f"source, or an entry in UNCOMMENTED of {SCRIPT.name}"
+            "source, or an entry in UNCOMMENTED of scripts/configuration_text.py"
         )
 
 
 def test_no_description_is_kept_beside_one_the_source_gives(reference: ModuleType) -> None:
     assert reference.uncommented_unused() == [], (
-        f"these entries of UNCOMMENTED in {SCRIPT.name} name no setting, or one the source "
-        "now describes: remove them"
+        "these entries of UNCOMMENTED in scripts/configuration_text.py name no setting, or one "
+        "the source now describes: remove them"
     )
 
 

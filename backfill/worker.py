@@ -2,9 +2,10 @@
 
 Each actor runs a ``VideoProcessor`` over a ``LocalExecutor``: the stage classes the service's
 pools run, the same checkpoint store (claims, leases, chunk checkpoints) and the same fenced
-sink writer. So a video the service finished is skipped here and the reverse, a video a killed
-backfill left half done resumes at its first unfinished chunk, and a video whose stages have
-not changed since its result was written decodes nothing (``runtime.reuse``).
+sink writer (``LocalResults``). So a video the service finished is skipped here and the
+reverse, a video a killed backfill left half done resumes at its first unfinished chunk, and a
+video whose stages have not changed since its result was written decodes nothing
+(``runtime.reuse``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from core.config import ServiceConfig
 from core.records import BULK_LANE
 from runtime.local_executor import LocalExecutor
 from runtime.processor import VideoProcessor
+from runtime.results import LocalResults
 from stages.decode import FRAMES_DECODED
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
@@ -39,11 +41,13 @@ class BackfillWorker:
         config = ServiceConfig.model_validate_json(config_json)
         self._loop = asyncio.new_event_loop()
         self._executor = LocalExecutor(config)
+        self._results = LocalResults(config)
         self._store = RedisCheckpointStore(config.redis)
         storage = config.storage
         self._processor = VideoProcessor(
             store=self._store,
             executor=self._executor,
+            results=self._results,
             chunks=ChunkStore(object_store_from_uri(storage.object_store_uri, storage)),
             lineage=Pipeline.from_config(config).lineage,
             settings=config.runtime,
@@ -85,6 +89,7 @@ class BackfillWorker:
     def __del__(self) -> None:
         try:
             self._loop.run_until_complete(self._executor.close())
+            self._loop.run_until_complete(self._results.close())
             self._loop.run_until_complete(self._store.close())
         except Exception:  # an actor going away; nothing left to save
             log.debug("backfill worker close failed", exc_info=True)

@@ -22,7 +22,7 @@ from checkpoint.base import CheckpointStore, OutboxEvent
 from checkpoint.chunk_store import ChunkStore
 from core.records import VideoRef
 from core.urls import redact_url
-from runtime.executor import StageExecutor
+from runtime.results import ResultStore
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,10 @@ class VideoDeleter:
     """Deletes videos from the checkpoint store, the sinks and the persisted chunks."""
 
     def __init__(
-        self, store: CheckpointStore, executor: StageExecutor, chunks: ChunkStore, version: str
+        self, store: CheckpointStore, results: ResultStore, chunks: ChunkStore, version: str
     ) -> None:
         self._store = store
-        self._executor = executor
+        self._results = results
         self._chunks = chunks
         self._version = version
 
@@ -64,7 +64,7 @@ class VideoDeleter:
         first = await self._store.mark_deleted(
             video_id, tenant=tenant, asked_ms=asked_ms, outbox=outbox
         )
-        await self._executor.forget([ref])
+        await self._results.forget([ref])
         removed = await asyncio.to_thread(self._chunks.delete_all, video_id)
         log.warning(
             "video %s of tenant %s deleted%s (%d persisted chunks removed)",

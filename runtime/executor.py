@@ -17,13 +17,13 @@ import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
-from core.records import Chunk, EarlierResult, Frame, LocalVideo, VideoRef, VideoResult
+from core.records import Chunk, Frame, LocalVideo, VideoRef
 from core.speech import SpeechItem
 from stages.sampling import ResumePoint
 from stages.speech import SpeechStage
@@ -188,7 +188,8 @@ def _empty(value: object) -> bool:
 
 
 class StageExecutor(ABC):
-    """Runs the stages for the orchestrator."""
+    """Runs the stages for the orchestrator, nothing else: what the sinks hold is reached
+    through ``runtime.results.ResultStore``."""
 
     #: Stages that read pixels, run side by side on each chunk (e.g. ("ocr", "vlm")).
     image_stages: tuple[str, ...]
@@ -227,27 +228,6 @@ class StageExecutor(ABC):
     @abstractmethod
     async def embed(self, chunk: Chunk) -> Chunk:
         """Embed the text of a chunk's frames."""
-
-    @abstractmethod
-    async def write(self, result: VideoResult) -> None:
-        """Write a video's results to every sink (batched with other videos); raises
-        ``StaleEpoch`` when a newer attempt owns the video."""
-
-    async def write_partial(self, parts: Sequence[VideoResult]) -> None:  # noqa: B027
-        """Make parts of videos in analysis searchable, in one commit (``runtime.partials``);
-        parts of a stale attempt are dropped silently. An optional hook."""
-
-    async def drop_partial(self, video_id: str) -> None:  # noqa: B027 - optional hook
-        """Remove the partial results of a video that failed."""
-
-    @abstractmethod
-    async def earlier(self, video_id: str) -> EarlierResult | None:
-        """What the sinks hold of the video's latest result, if anything."""
-
-    @abstractmethod
-    async def forget(self, videos: Sequence[VideoRef]) -> None:
-        """Remove everything the sinks hold of ``videos`` (deleted), after the writes made
-        before; their bytes are purged from disk within ``storage.deletion_max_s``."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the executor holds."""

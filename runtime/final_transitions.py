@@ -14,9 +14,9 @@ from core.errors import ReelsenseError
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult, as_lane
 from core.speech import Speech
 from core.urls import redact_url
-from runtime.executor import StageExecutor
 from runtime.messages import done_message_data
 from runtime.partials import PartialResults
+from runtime.results import ResultStore
 from runtime.video_run import VideoRun
 from stages.pipeline import Lineage
 
@@ -31,7 +31,7 @@ class FinalTransitions:
     def __init__(
         self,
         store: CheckpointStore,
-        executor: StageExecutor,
+        results: ResultStore,
         chunks: ChunkStore | None,
         lineage: Lineage,
         partials: PartialResults,
@@ -40,7 +40,7 @@ class FinalTransitions:
     ) -> None:
         """``chunks``: where attempts persist their chunks, None when they persist none."""
         self._store = store
-        self._executor = executor
+        self._results = results
         self._chunks = chunks
         self._lineage = lineage
         self._partials = partials
@@ -92,7 +92,7 @@ class FinalTransitions:
             speech=speech,
         )
         run.heartbeat.beat()  # the write has a deadline of its own (ray.write_timeout_s)
-        await self._executor.write(result)
+        await self._results.write(result)
         await self._store.mark_done(
             ref.video_id,
             run.epoch,

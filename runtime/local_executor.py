@@ -9,15 +9,13 @@ after another as in a process of its own; its speech recognition on a second lea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from core.config import ServiceConfig
-from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult
+from core.records import Chunk, LocalVideo, VideoRef
 from runtime.activity import StageThreads, run_on
 from runtime.executor import IngestItem, PooledChunk, StageExecutor, closing, with_speech
-from runtime.result_writer import FencedResultWriter
-from sinks.writer import WriterStats
 from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
 
@@ -32,18 +30,12 @@ class LocalExecutor(StageExecutor):
         self._stages = {stage.name: stage for stage in pipeline.image_stages}
         self.image_stages = tuple(self._stages)
         self.embeds = pipeline.embed is not None
-        self._writer = FencedResultWriter(config)
         self._threads = StageThreads()
         # video id -> the thread its decoding ran on, kept until that thread serves another
         # video: the stages of a video's last chunks run after its decoding has ended.
         self._thread_of: dict[str, ThreadPoolExecutor] = {}
         for stage in pipeline.all_stages():
             stage.setup()
-
-    @property
-    def writer_stats(self) -> WriterStats:
-        """What the one writer has done so far (batches, parts and their lags)."""
-        return self._writer.stats
 
     async def ingest(
         self,
@@ -90,24 +82,8 @@ class LocalExecutor(StageExecutor):
         result = await run_on(thread, self._pipeline.embed.process_batch, [chunk])
         return result[0]
 
-    async def write(self, result: VideoResult) -> None:
-        await self._writer.write(result)
-
-    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
-        await self._writer.write_partial(parts)
-
-    async def drop_partial(self, video_id: str) -> None:
-        await self._writer.drop_partial(video_id)
-
-    async def earlier(self, video_id: str) -> EarlierResult | None:
-        return await self._writer.earlier(video_id)
-
-    async def forget(self, videos: Sequence[VideoRef]) -> None:
-        await self._writer.forget(videos)
-
     async def close(self) -> None:
         for stage in self._pipeline.all_stages():
             await asyncio.to_thread(stage.teardown)
         self._threads.close()
         self._thread_of.clear()
-        await self._writer.close()

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from core.records import Chunk, Frame, ProbeInfo, VideoResult
 from core.speech import Speech, SpeechPart
-from runtime.executor import StageExecutor
+from runtime.results import ResultStore
 from runtime.video_run import VideoRun
 
 log = logging.getLogger(__name__)
@@ -36,14 +36,14 @@ class _Held:
 
 
 class PartialResults:
-    """Holds the parts of videos in analysis and hands them to the executor's writer.
+    """Holds the parts of videos in analysis and hands them to the result store.
 
     ``every_s``: how long parts wait for company (0: each is written at once); None: parts are
     not written at all.
     """
 
-    def __init__(self, executor: StageExecutor, version: str, *, every_s: float | None) -> None:
-        self._executor = executor
+    def __init__(self, results: ResultStore, version: str, *, every_s: float | None) -> None:
+        self._results = results
         self._version = version
         self.every_s = every_s
         self._held: dict[int, _Held] = {}  # by id of the VideoRun
@@ -83,7 +83,7 @@ class PartialResults:
         """The video will not be done: its partial rows go."""
         if self.enabled:
             try:
-                await self._executor.drop_partial(video_id)
+                await self._results.drop_partial(video_id)
             except Exception as exc:
                 log.warning("video %s: partial results not removed: %s", video_id, exc)
 
@@ -119,6 +119,6 @@ class PartialResults:
 
     async def _write(self, run: VideoRun, parts: list[VideoResult]) -> None:
         try:
-            await self._executor.write_partial(parts)
+            await self._results.write_partial(parts)
         except Exception as exc:
             log.warning("video %s: partial result not written: %s", run.ref.video_id, exc)

@@ -44,6 +44,7 @@ from runtime.final_transitions import FinalTransitions
 from runtime.lease import Heartbeat, Superseded, claim_when_free, holding, owner_id
 from runtime.metrics import PipelineMetrics
 from runtime.partials import PartialResults
+from runtime.results import ResultStore
 from runtime.reuse import ReusePlan
 from runtime.speech_track import SpeechTrack
 from runtime.video_run import VideoRun
@@ -61,18 +62,21 @@ class VideoProcessor:
         *,
         store: CheckpointStore,
         executor: StageExecutor,
+        results: ResultStore,
         chunks: ChunkStore,
         lineage: Lineage,
         settings: RuntimeSettings,
         metrics: PipelineMetrics | None = None,
         quiet_lanes: frozenset[str] = frozenset(),
     ) -> None:
-        """``quiet_lanes``: the lanes whose videos notify nobody; a final transition appends
-        no outbox entry (webhooks, status message) for them (bulk work, unless
-        ``backfill.notify``)."""
+        """``executor`` runs the stages; ``results`` is where the video's earlier result is
+        read and its partial and final results written. ``quiet_lanes``: the lanes whose
+        videos notify nobody; a final transition appends no outbox entry (webhooks, status
+        message) for them (bulk work, unless ``backfill.notify``)."""
         self._metrics = metrics or PipelineMetrics()
         self._store = store
         self._executor = executor
+        self._results = results
         self._chunks = chunks
         self._lineage = lineage
         self._version = lineage.version
@@ -81,7 +85,7 @@ class VideoProcessor:
         self._chunk_stages = ChunkStages(executor, store, persisted, lineage)
         self._chunk_slots = asyncio.Semaphore(settings.chunks_in_flight)
         self._partials = PartialResults(
-            executor,
+            results,
             self._version,
             every_s=settings.partial_results_every_s if settings.partial_results else None,
         )
@@ -90,7 +94,7 @@ class VideoProcessor:
             DecodeSlots(settings.videos_decoding) if settings.videos_decoding else None
         )
         self._transitions = FinalTransitions(
-            store, executor, persisted, lineage, self._partials, quiet_lanes=quiet_lanes
+            store, results, persisted, lineage, self._partials, quiet_lanes=quiet_lanes
         )
 
     @property
@@ -226,7 +230,7 @@ class VideoProcessor:
             )
 
     async def _run(self, ref: VideoRef, epoch: int, heartbeat: Heartbeat, *, fresh: bool) -> None:
-        earlier = await self._executor.earlier(ref.video_id)
+        earlier = await self._results.earlier(ref.video_id)
         if earlier is not None and earlier.tenant not in ("", ref.tenant):
             # Redis lost the record, but the sinks know the id as another tenant's video.
             await self._transitions.give_back(ref, epoch, earlier)

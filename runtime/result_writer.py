@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -16,11 +17,14 @@ from core.config import ServiceConfig
 from core.records import EarlierResult, Frame, VideoRef, VideoResult
 from models.embedding import text_embedder
 from models.image_embedding import image_embedder
+from sinks.base import Sink
 from sinks.images import LanceImageIndex
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink, earlier_result
 from sinks.writer import FINALS_KEPT, SinkWriter, WriterStats
 from sinks.writer_lease import WriterLease
+
+_S = TypeVar("_S", bound=Sink)
 
 
 class FencedResultWriter:
@@ -43,15 +47,16 @@ class FencedResultWriter:
         self._writer = SinkWriter.from_settings(
             storage, text_model=text_model, image_model=image_model, lease=lease
         )
-        self._images = (
-            None
-            if image_model is None
-            else LanceImageIndex.from_settings(config.storage, image_model.model_id)
-        )
+        # What the sinks hold is read from the writer's own line-up: a table's reads open its
+        # latest version each time (``LanceTable``), beside the one thread that writes it.
+        sinks = self._writer.sinks
+        self._summary = _only(sinks, LanceSummarySink)
+        self._frames = _only(sinks, LanceFrameSink)
+        self._documents = _only(sinks, ResultDocumentSink)
+        images = [sink for sink in sinks if isinstance(sink, LanceImageIndex)]
+        self._images = images[0] if images else None
+        # The fence reads the records itself: in a writer replica no other client is at hand.
         self._store = RedisCheckpointStore(config.redis)
-        self._summary = LanceSummarySink.from_settings(config.storage)
-        self._frames = LanceFrameSink.from_settings(config.storage)
-        self._documents = ResultDocumentSink.from_settings(config.storage)
         # Video -> the epoch of its tombstone, for the videos deleted lately.
         self._forgotten: OrderedDict[str, int] = OrderedDict()
 
@@ -151,6 +156,11 @@ class FencedResultWriter:
         return frames
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._writer.close)
-        await asyncio.to_thread(self._documents.close)
+        await asyncio.to_thread(self._writer.close)  # its sinks too
         await self._store.close()
+
+
+def _only(sinks: Sequence[Sink], kind: type[_S]) -> _S:
+    """The sink of ``kind`` in the writer's line-up (``sinks.lineup``: exactly one)."""
+    (found,) = (sink for sink in sinks if isinstance(sink, kind))
+    return found

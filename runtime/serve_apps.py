@@ -20,6 +20,7 @@ from ray.serve import Application
 
 from api.serve import api_application
 from core.config import ServiceConfig
+from runtime.placement import placed
 from runtime.pools.application import pools_application
 from runtime.service import ReelsenseService
 
@@ -36,7 +37,9 @@ def _config(args: dict[str, Any], *, exposed: bool = True) -> ServiceConfig:
 
 
 def pools_app(args: dict[str, Any]) -> Application:
-    return pools_application(_config(args, exposed=False))
+    # Placed as the consumers place it (``ReelsenseService``): they learn which stages are
+    # fused from the same configuration, not from the pools.
+    return pools_application(placed(_config(args, exposed=False)))
 
 
 def api_app(args: dict[str, Any]) -> Application:

@@ -41,6 +41,7 @@ from runtime.metrics import (
 from runtime.placement import placed
 from runtime.processor import VideoProcessor
 from runtime.ray_metrics import ray_metrics_mirror
+from runtime.results import ResultStore
 from runtime.upkeep import Upkeep
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
@@ -62,6 +63,7 @@ class ReelsenseService:
         self.pipeline = Pipeline.from_config(config)
         self.store = RedisCheckpointStore(config.redis)
         self._executor: StageExecutor | None = None
+        self._results: ResultStore | None = None
         self._consumer: KafkaVideoConsumer | None = None
         self._dispatcher: NotificationDispatcher | None = None
         self._delivery_log: RedisDeliveryLog | None = None
@@ -99,18 +101,21 @@ class ReelsenseService:
             return
         executor = await asyncio.to_thread(self._build_executor)
         self._executor = executor
+        results = await asyncio.to_thread(self._build_results)
+        self._results = results
         if self.stopping:
             return
         chunks = ChunkStore(object_store_from_uri(config.storage.object_store_uri, config.storage))
         processor = VideoProcessor(
             store=self.store,
             executor=executor,
+            results=results,
             chunks=chunks,
             lineage=self.pipeline.lineage,
             settings=config.runtime,
             quiet_lanes=config.backfill.quiet_lanes,
         )
-        deleter = VideoDeleter(self.store, executor, chunks, self.pipeline.version)
+        deleter = VideoDeleter(self.store, results, chunks, self.pipeline.version)
         self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor, deleter))
         self._delivery_log = RedisDeliveryLog.from_settings(config.redis, config.notify)
         self._dispatcher = NotificationDispatcher(
@@ -175,6 +180,17 @@ class ReelsenseService:
         executor = self._pools()
         deploy_api(self.config)
         return executor
+
+    def _build_results(self) -> ResultStore:
+        """The stored results: the one writer in this process, or the pools' writer replica
+        (running once ``_build_executor`` returned)."""
+        if self.config.runtime.executor == "local":
+            from runtime.results import LocalResults
+
+            return LocalResults(self.config)
+        from runtime.pools.results import RayResults
+
+        return RayResults.connect(self.config)
 
     def _pools(self) -> StageExecutor:
         """The stage pools: on a cluster the cluster's, shared by every process of the same
@@ -244,6 +260,8 @@ class ReelsenseService:
             await self._dispatcher.stop()
         if self._executor is not None:
             await self._executor.close()
+            if self._results is not None:  # built after the executor
+                await self._results.close()
             # On a cluster the pools stay: they are the cluster's, other processes use them.
             local_ray = self.config.ray.address is None
             if self._deploy and self.config.runtime.executor == "ray" and local_ray:

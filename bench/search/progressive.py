@@ -34,6 +34,7 @@ from devkit.speech_videos import espeak_path, speak_over
 from models.embedding import text_embedder
 from runtime.local_executor import LocalExecutor
 from runtime.processor import VideoProcessor
+from runtime.results import LocalResults
 from sinks.search import LanceSearchIndex
 from stages.pipeline import Pipeline
 from storage.local import LocalObjectStore
@@ -117,11 +118,12 @@ async def run(workdir: Path, seconds: float, *, every_s: float | None = None) ->
             stages={"sample_fps": 1.0, "chunk_frames": 4},
             runtime=runtime,
         )
-        executor = LocalExecutor(config)
+        executor, results = LocalExecutor(config), LocalResults(config)
         store = RedisCheckpointStore(config.redis)
         processor = VideoProcessor(
             store=store,
             executor=executor,
+            results=results,
             chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
             lineage=Pipeline.from_config(config).lineage,
             settings=config.runtime,
@@ -136,8 +138,9 @@ async def run(workdir: Path, seconds: float, *, every_s: float | None = None) ->
         done_s = time.monotonic() - started
         done.set()
         first = await watcher
-        lags = list(executor.writer_stats.partial_lags_s)
+        lags = list(results.stats.partial_lags_s)
         await executor.close()
+        await results.close()
         await store.close()
     finally:
         redis.stop()

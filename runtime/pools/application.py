@@ -44,7 +44,15 @@ def pools_application(config: ServiceConfig) -> Application:
         ray_actor_options={"num_cpus": 0.05},
     )(SinkWriterPool)
     # The writer is the ingress: one process fewer than a deployment of its own for that.
-    return writer.bind(config_json, list(stages), *pools)
+    return writer.bind(config_json, *pools)
+
+
+def pool_stages(config: ServiceConfig) -> dict[str, bool]:
+    """The stages after decoding that ``pools_application(config)`` runs, each with whether
+    it is fused into the ingest replicas (``config.ray.fused``; ``config`` as placed,
+    ``runtime.placement.placed``) rather than in a pool of its own."""
+    fused = config.ray.fused
+    return {name: name in fused for name in later_stages(Pipeline.from_config(config))}
 
 
 def pool_resources(declared: Resources, pool: PoolSettings) -> Resources:

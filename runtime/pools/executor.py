@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -11,12 +11,12 @@ from ray import serve
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from core.config import ServiceConfig
-from core.records import Chunk, EarlierResult, VideoRef, VideoResult
+from core.records import Chunk, VideoRef
 from core.stage_names import EMBED
 from runtime.activity import ActivitySnapshot
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
-from runtime.pools.application import pools_application
-from runtime.pools.base import INGEST, POOLS_APP, WRITER
+from runtime.pools.application import pool_stages, pools_application
+from runtime.pools.base import INGEST, POOLS_APP
 from runtime.pools.errors import pool_call
 from runtime.pools.ingest import ChunkCredits
 from runtime.pools.split import SplitIngest
@@ -33,19 +33,17 @@ class RayExecutor(StageExecutor):
         decode_ahead: int = 2,
         split_over: int = 0,
         call_timeout_s: float = 300.0,
-        write_timeout_s: float = 600.0,
     ) -> None:
-        """``stages``: stage -> whether it is fused into the ingest replicas. ``split_over``:
-        the ingest replicas a video alone may be split over (``runtime.pools.split``). The
-        deadlines: of a stage call on one chunk (and the writer's other calls), of a write."""
+        """``stages``: stage -> whether it is fused into the ingest replicas
+        (``runtime.pools.application.pool_stages``). ``split_over``: the ingest replicas a
+        video alone may be split over (``runtime.pools.split``). ``call_timeout_s``: the
+        deadline of a stage call on one chunk."""
         self._call_s = call_timeout_s
-        self._write_s = write_timeout_s
         self._ingest = serve.get_deployment_handle(INGEST, app_name=POOLS_APP)
         self._credits: Any | None = None
         self._split = SplitIngest(
             self._ingest, self._chunk_credits, ahead=decode_ahead, replicas=split_over
         )
-        self._writer = serve.get_deployment_handle(WRITER, app_name=POOLS_APP)
         self._pools = {
             name: serve.get_deployment_handle(name, app_name=POOLS_APP)
             for name, fused in stages.items()
@@ -58,20 +56,20 @@ class RayExecutor(StageExecutor):
     @classmethod
     def deploy(cls, config: ServiceConfig) -> RayExecutor:
         """Deploy (or update) the pools application; returns once every pool runs."""
-        ingress = serve.run(
+        serve.run(
             pools_application(config),
             name=POOLS_APP,
             route_prefix=None,
             logging_config={"log_level": "WARNING"},
         )
-        stages = ingress.remote().result(timeout_s=120)
-        return cls(stages, **_options(config))
+        return cls(pool_stages(config), **_options(config))
 
     @classmethod
-    def connect(cls, config: ServiceConfig | None = None) -> RayExecutor:
-        """Use the pools another process deployed (a RayService, or a ``reelsense serve``)."""
-        stages = serve.get_app_handle(POOLS_APP).remote().result(timeout_s=120)
-        return cls(stages, **(_options(config) if config else {}))
+    def connect(cls, config: ServiceConfig) -> RayExecutor:
+        """Use the pools another process deployed (a RayService, or a ``reelsense serve``) of
+        the same ``config``."""
+        serve.get_app_handle(POOLS_APP)  # raises when no such application runs
+        return cls(pool_stages(config), **_options(config))
 
     def _chunk_credits(self) -> Any:
         """The actor that paces decoding, started with the first paced call: with every image
@@ -130,27 +128,6 @@ class RayExecutor(StageExecutor):
                 result = await pool.process.remote(item)
         return result
 
-    async def write(self, result: VideoResult) -> None:
-        async with pool_call("write", self._write_s):
-            await self._writer.write.remote(result)
-
-    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
-        async with pool_call("partial write", self._write_s):
-            await self._writer.write_partial.remote(list(parts))
-
-    async def drop_partial(self, video_id: str) -> None:
-        async with pool_call("partial drop", self._call_s):
-            await self._writer.drop_partial.remote(video_id)
-
-    async def forget(self, videos: Sequence[VideoRef]) -> None:
-        async with pool_call("forget", self._write_s):
-            await self._writer.forget.remote(list(videos))
-
-    async def earlier(self, video_id: str) -> EarlierResult | None:
-        async with pool_call("earlier result", self._call_s):
-            found: EarlierResult | None = await self._writer.earlier.remote(video_id)
-        return found
-
     async def close(self) -> None:
         if self._credits is not None:
             ray.kill(self._credits)
@@ -164,5 +141,4 @@ def _options(config: ServiceConfig) -> dict[str, Any]:
         "decode_ahead": config.runtime.decode_ahead_chunks,
         "split_over": ray.decode.max_replicas if ray.split_min_s > 0 else 0,
         "call_timeout_s": ray.call_timeout_s,
-        "write_timeout_s": ray.write_timeout_s,
     }

@@ -55,18 +55,14 @@ class ModelPool:
 
 
 class SinkWriterPool:
-    """The one writer of the Lance tables (a single replica): many videos per commit. It is
-    also the ingress of the pools application: called, it names the stage pools it runs."""
+    """The one writer of the Lance tables (a single replica): many videos per commit. It
+    writes and serves the stored results (``runtime.pools.results.RayResults`` calls it), and
+    nothing else; it is the ingress of the pools application only so that Serve deploys the
+    stage pools bound to it."""
 
-    def __init__(self, config_json: str, stages: list[str], *pools: DeploymentHandle[Any]) -> None:
+    def __init__(self, config_json: str, *pools: DeploymentHandle[Any]) -> None:
         config = ServiceConfig.model_validate_json(config_json)
         self._writer = FencedResultWriter(config)
-        # ``pools`` are bound only so that Serve deploys them.
-        self._stages = {name: name in config.ray.fused for name in stages}
-
-    def __call__(self) -> dict[str, bool]:
-        """Stage -> whether it runs in the decode replicas (fused)."""
-        return self._stages
 
     async def write(self, result: VideoResult) -> None:
         await self._writer.write(result)

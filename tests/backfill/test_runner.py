@@ -28,6 +28,7 @@ from core.records import VideoRef
 from devkit.speech_videos import espeak_path, speak_over
 from devkit.workload import write_videos
 from runtime.local_executor import LocalExecutor
+from runtime.results import LocalResults
 from sinks.lance import LanceSummarySink
 from sinks.object_store import document_key
 from stages.pipeline import Pipeline
@@ -119,12 +120,14 @@ async def test_a_backfill_does_each_video_once_and_skips_what_the_service_did(
     subset = dict(list(videos.items())[:3])
     # The service did the first one already.
     store = RedisCheckpointStore(config.redis)
-    executor = LocalExecutor(config)
+    executor, results = LocalExecutor(config), LocalResults(config)
     try:
         first = next(iter(subset))
-        await processor(config, executor, store).process(VideoRef(first, subset[first].as_uri()))
+        work = processor(config, executor, results, store)
+        await work.process(VideoRef(first, subset[first].as_uri()))
     finally:
         await executor.close()
+        await results.close()
     corrupt = root / "corrupt.mp4"
     corrupt.write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(4000))
     source = manifest(

@@ -24,6 +24,7 @@ from notify.dispatcher import NotificationDispatcher
 from notify.webhooks import WebhookSender
 from runtime.local_executor import LocalExecutor
 from runtime.processor import VideoProcessor
+from runtime.results import LocalResults
 from stages.pipeline import Pipeline
 from storage.local import LocalObjectStore
 from tests.notify.support import notify_settings
@@ -44,15 +45,17 @@ def config(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> ServiceC
 
 @pytest.fixture(scope="module")
 async def processor(config: ServiceConfig) -> AsyncIterator[VideoProcessor]:
-    executor = LocalExecutor(config)
+    executor, results = LocalExecutor(config), LocalResults(config)
     yield VideoProcessor(
         store=RedisCheckpointStore(config.redis),
         executor=executor,
+        results=results,
         chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
         lineage=Pipeline.from_config(config).lineage,
         settings=config.runtime,
     )
     await executor.close()
+    await results.close()
 
 
 @pytest.fixture

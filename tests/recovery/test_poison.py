@@ -32,6 +32,7 @@ from devkit.workload import read_records
 from runtime.deletion import VideoDeleter
 from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.processor import VideoProcessor
+from runtime.results import ResultStore
 from runtime.service import _Handler
 from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
@@ -58,8 +59,19 @@ class _NoStages(StageExecutor):
     async def embed(self, chunk: Chunk) -> Chunk:
         raise AssertionError(f"embed of {chunk.video_id}")
 
+
+class _NoResults(ResultStore):
+    """An invalid event never reaches the stored results: a read or a write here fails the
+    test (partial results are best effort, and an event that never ran has none)."""
+
     async def write(self, result: VideoResult) -> None:
         raise AssertionError(f"write of {result.ref.video_id}")
+
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
+        pass
+
+    async def drop_partial(self, video_id: str) -> None:
+        pass
 
     async def earlier(self, video_id: str) -> EarlierResult | None:
         raise AssertionError(f"earlier result of {video_id}")
@@ -84,6 +96,7 @@ def _processor(store: RedisCheckpointStore, tmp_path: Path) -> VideoProcessor:
     return VideoProcessor(
         store=store,
         executor=_NoStages(),
+        results=_NoResults(),
         chunks=ChunkStore(LocalObjectStore(config.storage.object_store_uri)),
         lineage=Pipeline.from_config(config).lineage,
         settings=config.runtime,
@@ -168,7 +181,7 @@ async def test_a_resend_that_may_not_touch_a_known_video_is_dead_lettered_and_ch
     await produce(kafka_bootstrap, settings.topic, records)
 
     chunks = ChunkStore(LocalObjectStore(str(tmp_path / "o")))
-    deleter = VideoDeleter(store, _NoStages(), chunks, processor.pipeline_version)
+    deleter = VideoDeleter(store, _NoResults(), chunks, processor.pipeline_version)
     handler = _Handler(processor, deleter)
     consumer = await _run_until_dead_lettered(settings, handler, len(records))
 

@@ -1,5 +1,5 @@
-"""What the runtime tests share: a processor over a test's config and executor, and short videos
-with text to process."""
+"""What the runtime tests share: a processor over a test's config, executor and result store,
+and short videos with text to process."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from core.records import VideoRef
 from devkit.samples import Scene, write_video
 from runtime.executor import StageExecutor
 from runtime.processor import VideoProcessor
+from runtime.results import ResultStore
 from stages.pipeline import Pipeline
 from storage.base import ObjectStore
 from storage.local import LocalObjectStore
@@ -23,6 +24,7 @@ from storage.local import LocalObjectStore
 def processor(
     config: ServiceConfig,
     executor: StageExecutor,
+    results: ResultStore,
     store: RedisCheckpointStore,
     *,
     chunks: ObjectStore | None = None,
@@ -33,6 +35,7 @@ def processor(
     return VideoProcessor(
         store=store,
         executor=executor,
+        results=results,
         chunks=ChunkStore(chunks or LocalObjectStore(config.storage.object_store_uri)),
         lineage=Pipeline.from_config(config).lineage,
         settings=config.runtime.model_copy(update=runtime),

@@ -23,6 +23,7 @@ from core.records import VideoRef
 from devkit.samples import Scene, write_video
 from runtime.deletion import VideoDeleter
 from runtime.local_executor import LocalExecutor
+from runtime.results import LocalResults
 from stages.pipeline import Pipeline
 from storage.local import LocalObjectStore
 from tests.runtime.support import processor
@@ -58,6 +59,13 @@ async def executor(config: ServiceConfig) -> AsyncIterator[LocalExecutor]:
     await executor.close()
 
 
+@pytest.fixture(scope="module")
+async def results(config: ServiceConfig) -> AsyncIterator[LocalResults]:
+    results = LocalResults(config)
+    yield results
+    await results.close()
+
+
 @pytest.fixture
 async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
     opened = RedisCheckpointStore(config.redis)
@@ -66,10 +74,10 @@ async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
 
 
 def deleter(
-    config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    config: ServiceConfig, results: LocalResults, store: RedisCheckpointStore
 ) -> VideoDeleter:
     chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
-    return VideoDeleter(store, executor, chunks, Pipeline.from_config(config).version)
+    return VideoDeleter(store, results, chunks, Pipeline.from_config(config).version)
 
 
 def sign(root: Path, video_id: str, text: str, seconds: int = 2) -> VideoRef:
@@ -104,82 +112,98 @@ async def outbox_events(store: RedisCheckpointStore) -> list[OutboxEvent]:
 
 
 async def test_a_deleted_video_leaves_no_byte_behind(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     gone = sign(root, "gone", "ZQXGONE")
     kept = sign(root, "kept", "ZQXKEPT")
-    work = processor(config, executor, store)
+    work = processor(config, executor, results, store)
     for ref in (gone, kept):
         assert await work.process(ref) == "done"
     assert files_holding(config, b"ZQXGONE")  # the check can see it while it is there
 
-    assert await deleter(config, executor, store).delete("gone", tenant="acme", asked_ms=0)
+    assert await deleter(config, results, store).delete("gone", tenant="acme", asked_ms=0)
 
     record = await store.get("gone")
     assert record is not None
     assert (record.status, record.tenant) == (VideoState.DELETED, "acme")
     [notice] = [e for e in await outbox_events(store) if e.type == "video.deleted"]
     assert (notice.video_id, notice.tenant) == ("gone", "acme")
-    assert await executor.earlier("gone") is None
+    assert await results.earlier("gone") is None
     assert await purged(config, b"ZQXGONE") == []  # the tables purge within deletion_max_s
     assert files_holding(config, b"ZQXKEPT")  # the other video is all there
-    assert (await executor.earlier("kept")) is not None
+    assert (await results.earlier("kept")) is not None
 
 
 async def test_an_old_upload_replayed_does_not_bring_a_deleted_video_back(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     ref = sign(root, "again", "ZQXAGAIN")
-    work = processor(config, executor, store)
+    work = processor(config, executor, results, store)
     sent = int(time.time() * 1000)
     assert await work.process(VideoRef(**{**ref.__dict__, "sent_ms": sent})) == "done"
     deleted_at = sent + 1000
-    await deleter(config, executor, store).delete("again", tenant="acme", asked_ms=deleted_at)
+    await deleter(config, results, store).delete("again", tenant="acme", asked_ms=deleted_at)
 
     assert await work.process(VideoRef(**{**ref.__dict__, "sent_ms": sent})) == "skipped"
     record = await store.get("again")
     assert record is not None
     assert record.status is VideoState.DELETED
-    assert await executor.earlier("again") is None
+    assert await results.earlier("again") is None
 
     # An upload sent after the deletion is a new one: processed.
     assert await work.process(VideoRef(**{**ref.__dict__, "sent_ms": deleted_at + 1})) == "done"
     record = await store.get("again")
     assert record is not None
     assert record.status is VideoState.DONE
-    assert await executor.earlier("again") is not None
+    assert await results.earlier("again") is not None
 
 
 async def test_a_deletion_during_processing_stops_it_and_nothing_reappears(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     ref = sign(root, "midway", "ZQXMIDWAY", seconds=20)
-    work = processor(config, executor, store, lease_s=0.6)
+    work = processor(config, executor, results, store, lease_s=0.6)
     running = asyncio.create_task(work.process(ref))
     while len(await store.chunks_done("midway")) < 2:
         assert not running.done(), "finished before it could be deleted"
         await asyncio.sleep(0.05)
-    await deleter(config, executor, store).delete("midway", tenant="acme", asked_ms=0)
+    await deleter(config, results, store).delete("midway", tenant="acme", asked_ms=0)
     outcome = await asyncio.wait_for(running, timeout=120)
     assert outcome in ("skipped", "stale")
     record = await store.get("midway")
     assert record is not None
     assert record.status is VideoState.DELETED
-    assert await executor.earlier("midway") is None
+    assert await results.earlier("midway") is None
     chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
     assert not [group for group in chunks.left() if group[0] == "midway"]
     assert await purged(config, b"ZQXMIDWAY") == []
 
 
 async def test_another_tenant_cannot_delete_a_video(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     ref = sign(root, "owned", "ZQXOWNED")
-    assert await processor(config, executor, store).process(ref) == "done"
+    assert await processor(config, executor, results, store).process(ref) == "done"
     with pytest.raises(VideoIdTaken):
-        await deleter(config, executor, store).delete("owned", tenant="globex", asked_ms=0)
+        await deleter(config, results, store).delete("owned", tenant="globex", asked_ms=0)
     record = await store.get("owned")
     assert record is not None
     assert record.status is VideoState.DONE
-    assert await executor.earlier("owned") is not None
+    assert await results.earlier("owned") is not None
     assert json.dumps(record.model_dump(mode="json"))  # the record is whole

@@ -24,6 +24,7 @@ from models.embedding import resolve_model_path
 from runtime.executor import FusedChunk
 from runtime.pools.base import INGEST, POOLS_APP
 from runtime.pools.executor import RayExecutor
+from runtime.pools.results import RayResults
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from tests.runtime.support import processor
 
@@ -87,7 +88,7 @@ async def process(
     config: ServiceConfig, executor: RayExecutor, store: RedisCheckpointStore, ref: VideoRef
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The video through the processor; its summary row and frame rows."""
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, RayResults.connect(config), store).process(ref)
     status = await store.get(ref.video_id)
     assert status is not None
     assert status.status is VideoState.DONE, status

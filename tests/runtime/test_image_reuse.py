@@ -20,6 +20,7 @@ from devkit.tiny_clip import build_tiny_clip
 from models.embedding import resolve_model_path
 from models.image_embedding import ClipEmbedder
 from runtime.local_executor import LocalExecutor
+from runtime.results import LocalResults
 from sinks.images import images_table_name
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from stages.pipeline import Pipeline
@@ -69,11 +70,12 @@ async def test_a_new_image_model_reembeds_frames_and_nothing_else(
     frames = LanceFrameSink(config.storage.lance_uri)
 
     async def run(cfg: ServiceConfig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        executor = LocalExecutor(cfg)
+        executor, results = LocalExecutor(cfg), LocalResults(cfg)
         try:
-            await processor(cfg, executor, store).process(ref)
+            await processor(cfg, executor, results, store).process(ref)
         finally:
             await executor.close()
+            await results.close()
         status = await store.get("pictures")
         assert status is not None
         assert status.status is VideoState.DONE, status

@@ -7,7 +7,7 @@ import asyncio
 import json
 import shutil
 from collections import Counter
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from consumers.errors import InvalidEvent
 from consumers.events import parse_event
 from core.config import ServiceConfig, StorageSettings
 from core.errors import RetryableError
-from core.records import Chunk, LocalVideo, ProbeInfo, VideoRef, VideoResult
+from core.records import Chunk, EarlierResult, LocalVideo, ProbeInfo, VideoRef, VideoResult
 from core.speech import SpeechEnd, SpeechPart
 from core.stage_names import DECODE
 from devkit.samples import Scene, write_video
@@ -35,11 +35,13 @@ from devkit.services import moto_server
 from devkit.tiny_vlm import build_tiny_qwen2_vl
 from models.embedding import resolve_model_path
 from runtime.deletion import VideoDeleter
-from runtime.executor import IngestItem, PooledChunk
+from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.lease import AttemptStalled, Heartbeat, claim_when_free, holding
 from runtime.local_executor import LocalExecutor
 from runtime.messages import DONE_TEXT_CHARS, done_message_data
+from runtime.pools.executor import RayExecutor
 from runtime.processor import VideoProcessor
+from runtime.results import LocalResults, ResultStore
 from runtime.service import _Handler
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import document_key
@@ -76,7 +78,14 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
 async def executor(config: ServiceConfig) -> AsyncIterator[LocalExecutor]:
     executor = LocalExecutor(config)
     yield executor
-    await executor.close()  # its writer's lease, before the module's Redis goes
+    await executor.close()
+
+
+@pytest.fixture(scope="module")
+async def results(config: ServiceConfig) -> AsyncIterator[LocalResults]:
+    results = LocalResults(config)
+    yield results
+    await results.close()  # its writer's lease, before the module's Redis goes
 
 
 def frame_keys(config: ServiceConfig, video_id: str) -> Counter[int]:
@@ -93,6 +102,7 @@ async def interrupted(
     seconds: int,
     config: ServiceConfig,
     executor: LocalExecutor,
+    results: LocalResults,
     store: RedisCheckpointStore,
     *,
     after: int,
@@ -102,7 +112,7 @@ async def interrupted(
     scenes = [Scene((f"{text} {i}",), 1.0) for i in range(seconds)]
     path = write_video(root / f"{video_id}.mp4", scenes, fps=10, size=(320, 240))
     ref = VideoRef(video_id, path.as_uri())
-    first = asyncio.create_task(processor(config, executor, store).process(ref))
+    first = asyncio.create_task(processor(config, executor, results, store).process(ref))
     while len(await store.chunks_done(video_id)) < after:
         assert not first.done(), "the video finished before it could be interrupted"
         await asyncio.sleep(0.05)
@@ -112,12 +122,16 @@ async def interrupted(
 
 
 async def test_a_crashed_video_resumes_at_its_first_unfinished_chunk(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
-    ref = await interrupted(root, "long", "PART", 8, config, executor, store, after=4)
+    ref = await interrupted(root, "long", "PART", 8, config, executor, results, store, after=4)
     persisted = await store.chunks_done("long")
 
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, results, store).process(ref)
 
     status = await store.get("long")
     assert status is not None
@@ -140,6 +154,7 @@ async def test_a_cancelled_video_gives_its_threads_back_before_it_ends(
     root: Path,
     config: ServiceConfig,
     executor: LocalExecutor,
+    results: LocalResults,
     store: RedisCheckpointStore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -155,7 +170,7 @@ async def test_a_cancelled_video_gives_its_threads_back_before_it_ends(
         raise AssertionError("never let go")
 
     monkeypatch.setattr(executor, "analyse", stuck)
-    work = processor(config, executor, store, chunks_in_flight_per_video=1)
+    work = processor(config, executor, results, store, chunks_in_flight_per_video=1)
     task = asyncio.create_task(work.process(VideoRef("stuck", path.as_uri())))
     # Its first chunk at a stage, the second decoded and waiting for room (one in flight).
     while (status := await store.get("stuck")) is None or decoded(status) < 2:
@@ -173,7 +188,11 @@ def decoded(status: VideoStatus) -> int:
 
 
 async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     # A chunk write already in a worker thread at the interruption still lands: the attempt's
     # threads are its own, and all of them end before the chunks are counted.
@@ -181,7 +200,9 @@ async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
     threads = ThreadPoolExecutor()
     loop.set_default_executor(threads)
     try:
-        ref = await interrupted(root, "flushed", "PAGE", 6, config, executor, store, after=3)
+        ref = await interrupted(
+            root, "flushed", "PAGE", 6, config, executor, results, store, after=3
+        )
     finally:
         threads.shutdown(wait=True)
         loop.set_default_executor(ThreadPoolExecutor())
@@ -190,7 +211,7 @@ async def test_chunks_persisted_before_redis_lost_its_state_are_not_recomputed(
     assert persisted >= 3
     await store._redis.delete(store.video_key("flushed"))  # the record and its chunk marks
 
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, results, store).process(ref)
 
     status = await store.get("flushed")
     assert status is not None
@@ -206,6 +227,7 @@ async def test_persisted_chunks_are_restored_only_for_their_own_tenant_and_sourc
     root: Path,
     config: ServiceConfig,
     executor: LocalExecutor,
+    results: LocalResults,
     store: RedisCheckpointStore,
     claimant: str,
 ) -> None:
@@ -213,7 +235,9 @@ async def test_persisted_chunks_are_restored_only_for_their_own_tenant_and_sourc
     another tenant or another file, computes every chunk itself; what the first attempt found
     is never handed to it."""
     video_id = f"crossed-{claimant.split()[1]}"
-    first = await interrupted(root, video_id, "SECRET", 6, config, executor, store, after=3)
+    first = await interrupted(
+        root, video_id, "SECRET", 6, config, executor, results, store, after=3
+    )
     await store._redis.delete(store.video_key(video_id))
     if claimant == "another tenant":
         ref = VideoRef(video_id, first.uri, tenant="globex")
@@ -226,7 +250,7 @@ async def test_persisted_chunks_are_restored_only_for_their_own_tenant_and_sourc
         )
         ref = VideoRef(video_id, other.as_uri())
 
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, results, store).process(ref)
 
     status = await store.get(video_id)
     assert status is not None
@@ -236,7 +260,11 @@ async def test_persisted_chunks_are_restored_only_for_their_own_tenant_and_sourc
 
 
 async def test_a_failed_video_leaves_no_persisted_chunks(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     # An earlier attempt persisted a chunk; then the source turns out to be unreadable.
     (root / "gone.mp4").write_bytes(b"not a video at all")
@@ -246,7 +274,7 @@ async def test_a_failed_video_leaves_no_persisted_chunks(
     chunks.put(version, Chunk("gone", 0, [], last=False), "an origin")
     assert chunks.indexes("gone", version) == {0}
 
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, results, store).process(ref)
 
     status = await store.get("gone")
     assert status is not None
@@ -255,19 +283,23 @@ async def test_a_failed_video_leaves_no_persisted_chunks(
 
 
 async def test_a_replay_of_a_done_video_removes_chunks_a_crash_left_behind(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     """The process died while it removed a done video's persisted chunks (after the done
     transition, before the offset commit): the redelivered event is skipped and removes them."""
     path = write_video(root / "tidy.mp4", [Scene(("TIDY",), 1.5)], fps=10, size=(320, 240))
     ref = VideoRef("tidy", path.as_uri())
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, results, store).process(ref)
     chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
     version = Pipeline.from_config(config).version
     chunks.put(version, Chunk("tidy", 1, [], last=True), "an origin")  # what the crash left
     assert chunks.indexes("tidy", version) == {1}
 
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, results, store).process(ref)
 
     status = await store.get("tidy")
     assert status is not None
@@ -276,7 +308,7 @@ async def test_a_replay_of_a_done_video_removes_chunks_a_crash_left_behind(
 
 
 async def test_results_of_a_stale_attempt_are_refused(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path, config: ServiceConfig, results: LocalResults, store: RedisCheckpointStore
 ) -> None:
     ref = VideoRef("fenced", "file:///nowhere.mp4")
     old = await store.claim(ref, "pv")
@@ -284,19 +316,23 @@ async def test_results_of_a_stale_attempt_are_refused(
     probe = ProbeInfo("mp4", "h264", 320, 240, 10.0, 1.0, 1, 0, 1000)
     result = VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=old.epoch)
     with pytest.raises(StaleEpoch):
-        await executor.write(result)
-    await executor.write(VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=new.epoch))
-    earlier = await executor.earlier("fenced")
+        await results.write(result)
+    await results.write(VideoResult(ref, "pv", probe, [], datetime.now(UTC), epoch=new.epoch))
+    earlier = await results.earlier("fenced")
     assert earlier is not None
     assert (earlier.pipeline_version, earlier.frame_count) == ("pv", 0)
 
 
 async def test_a_lost_record_is_rebuilt_from_the_sinks(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     path = write_video(root / "short.mp4", [Scene(("HELLO",), 1.5)], fps=10, size=(320, 240))
     ref = VideoRef("short", path.as_uri())
-    work = processor(config, executor, store)
+    work = processor(config, executor, results, store)
     await work.process(ref)
     done = await store.get("short")
     assert done is not None
@@ -311,15 +347,68 @@ async def test_a_lost_record_is_rebuilt_from_the_sinks(
     assert rebuilt.chunks_processed == 0  # nothing was computed again
 
 
+class _HeldResults(ResultStore):
+    """Stored results in memory: one earlier result for every video, and what was asked."""
+
+    def __init__(self, held: EarlierResult) -> None:
+        self.held = held
+        self.asked: list[str] = []
+        self.written: list[VideoResult] = []
+
+    async def earlier(self, video_id: str) -> EarlierResult | None:
+        self.asked.append(video_id)
+        return self.held
+
+    async def write_partial(self, parts: Sequence[VideoResult]) -> None:
+        self.written.extend(parts)
+
+    async def drop_partial(self, video_id: str) -> None:
+        pass
+
+    async def write(self, result: VideoResult) -> None:
+        self.written.append(result)
+
+    async def forget(self, videos: Sequence[VideoRef]) -> None:
+        pass
+
+
+@pytest.mark.parametrize("executor_class", [StageExecutor, LocalExecutor, RayExecutor])
+def test_an_executor_runs_stages_and_reaches_no_stored_result(
+    executor_class: type[StageExecutor],
+) -> None:
+    doors = ("write", "write_partial", "drop_partial", "earlier", "forget")
+    assert [door for door in doors if hasattr(executor_class, door)] == []
+
+
+async def test_the_earlier_result_is_read_through_the_store_the_processor_was_given(
+    config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+) -> None:
+    version = Pipeline.from_config(config).version
+    held = _HeldResults(EarlierResult(pipeline_version=version, frame_count=7))
+    ref = VideoRef("given-store", "file:///nowhere/given-store.mp4")  # no stage could open it
+
+    await processor(config, executor, held, store).process(ref)
+
+    assert held.asked == ["given-store"]
+    assert held.written == []  # the store held this version's result: nothing is written
+    status = await store.get("given-store")
+    assert status is not None
+    assert (status.status, status.frames) == (VideoState.DONE, 7)
+
+
 async def test_a_lost_record_is_rebuilt_only_for_its_own_tenant_and_source(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     """Redis lost the record: another tenant's event for the id is refused as video_id_taken
     and leaves nothing of its own: the record goes back to the first tenant as the sinks hold
     it (done, its frames, its source), nobody is told of a failure. The same id with another
     source is computed afresh rather than rebuilt from the old source's result."""
     path = write_video(root / "owned.mp4", [Scene(("MINE",), 1.5)], fps=10, size=(320, 240))
-    work = processor(config, executor, store)
+    work = processor(config, executor, results, store)
     await work.process(VideoRef("owned", path.as_uri(), tenant="acme"))
     done = await store.get("owned")
     assert done is not None
@@ -353,6 +442,7 @@ async def test_an_invalid_event_takes_no_id_from_the_valid_one_after_it(
     root: Path,
     config: ServiceConfig,
     executor: LocalExecutor,
+    results: LocalResults,
     store: RedisCheckpointStore,
     named: str | None,
 ) -> None:
@@ -361,9 +451,9 @@ async def test_an_invalid_event_takes_no_id_from_the_valid_one_after_it(
     instead of being dead-lettered as video_id_taken."""
     video_id = f"fresh-{named}"
     path = write_video(root / f"{video_id}.mp4", [Scene(("OK",), 1.0)], fps=10, size=(320, 240))
-    work = processor(config, executor, store)
+    work = processor(config, executor, results, store)
     chunks = ChunkStore(LocalObjectStore(config.storage.object_store_uri))
-    handler = _Handler(work, VideoDeleter(store, executor, chunks, work.pipeline_version))
+    handler = _Handler(work, VideoDeleter(store, results, chunks, work.pipeline_version))
     record = RecordInfo("uploads", 0, 0, video_id.encode(), 0)
     malformed = {"video_id": video_id, **({"tenant": named} if named else {})}
     with pytest.raises(InvalidEvent) as invalid:
@@ -388,7 +478,11 @@ def with_stages(config: ServiceConfig, **changes: object) -> ServiceConfig:
 
 
 async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     scenes = [Scene(("ALPHA",), 1.0), Scene(("OMEGA",), 1.0)]
     source = write_video(root / "versions.mp4", scenes, fps=10, size=(320, 240))
@@ -397,9 +491,9 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
     frames = LanceFrameSink(f"{config.storage.lance_uri}")
 
     async def run(
-        cfg: ServiceConfig, stage_executor: LocalExecutor
+        cfg: ServiceConfig, stage_executor: LocalExecutor, stage_results: LocalResults
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        await processor(cfg, stage_executor, store).process(ref)
+        await processor(cfg, stage_executor, stage_results, store).process(ref)
         status = await store.get("versions")
         assert status is not None
         assert status.status is VideoState.DONE, status
@@ -408,7 +502,7 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
         assert row is not None
         return row, frames.frame_rows("versions", with_embedding=True)
 
-    first, first_frames = await run(config, executor)
+    first, first_frames = await run(config, executor, results)
     assert {"ocr", "embed"} <= set(first["timings"])
 
     # A VLM stage is added: decoding and OCR are unchanged, so OCR is taken from the first
@@ -417,11 +511,12 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
     with_vlm = with_stages(
         config, vlm_model=str(vlm), vlm_output="caption", vlm_scope="samples", vlm_max_new_tokens=4
     )
-    vlm_executor = LocalExecutor(with_vlm)
+    vlm_executor, vlm_results = LocalExecutor(with_vlm), LocalResults(with_vlm)
     try:
-        second, second_frames = await run(with_vlm, vlm_executor)
+        second, second_frames = await run(with_vlm, vlm_executor, vlm_results)
     finally:
         await vlm_executor.close()
+        await vlm_results.close()
     assert "vlm" in second["timings"]
     assert "ocr" not in second["timings"]
     assert [f["ocr_text"] for f in second_frames] == [f["ocr_text"] for f in first_frames]
@@ -434,11 +529,12 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
     model = shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), root / "minilm-copy")
     new_embedder = with_stages(with_vlm, embed_model=str(model))
     source.unlink()
-    embed_executor = LocalExecutor(new_embedder)
+    embed_executor, embed_results = LocalExecutor(new_embedder), LocalResults(new_embedder)
     try:
-        third, third_frames = await run(new_embedder, embed_executor)
+        third, third_frames = await run(new_embedder, embed_executor, embed_results)
     finally:
         await embed_executor.close()
+        await embed_results.close()
     assert set(third["timings"]) & {"ocr", "vlm"} == set()
     assert "embed" in third["timings"]
     assert [(f["ocr_text"], f["caption"]) for f in third_frames] == [
@@ -466,7 +562,11 @@ def test_stage_versions_change_with_what_each_stage_reads(config: ServiceConfig)
 
 
 async def test_without_chunk_checkpoints_nothing_is_persisted_per_chunk(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     path = write_video(root / "plain.mp4", [Scene(("PLAIN",), 2.0)], fps=10, size=(320, 240))
     plain = config.model_copy(
@@ -476,6 +576,7 @@ async def test_without_chunk_checkpoints_nothing_is_persisted_per_chunk(
     work = VideoProcessor(
         store=store,
         executor=executor,
+        results=results,
         chunks=ChunkStore(LocalObjectStore(str(objects))),
         lineage=Pipeline.from_config(plain).lineage,
         settings=plain.runtime,
@@ -523,10 +624,11 @@ async def test_videos_decoding_limits_decoders_not_videos_in_flight(
     limited = config.model_copy(
         update={"runtime": config.runtime.model_copy(update={"videos_decoding": decoding})}
     )
-    executor = _Watched(limited)
+    executor, results = _Watched(limited), LocalResults(limited)
     work = VideoProcessor(
         store=store,
         executor=executor,
+        results=results,
         chunks=ChunkStore(LocalObjectStore(limited.storage.object_store_uri)),
         lineage=Pipeline.from_config(limited).lineage,
         settings=limited.runtime,
@@ -536,6 +638,7 @@ async def test_videos_decoding_limits_decoders_not_videos_in_flight(
         await asyncio.gather(*(work.process(ref) for ref in refs))
     finally:
         await executor.close()
+        await results.close()
     assert [status.frames for status in await all_done(store, refs)] == [8, 8]
     opened = sorted(refs, key=lambda ref: executor.seen.index((ref.video_id, "video")))
     first, second = (ref.video_id for ref in opened)
@@ -578,7 +681,11 @@ async def running(store: RedisCheckpointStore, video_id: str, epoch: int = 1) ->
 
 
 async def test_an_owner_with_a_live_lease_keeps_its_video(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     """The partition's new owner meets the video while the member expelled from the group
     (a zombie) still works on it: it waits instead of taking it over, and commits only once
@@ -586,11 +693,11 @@ async def test_an_owner_with_a_live_lease_keeps_its_video(
     scenes = [Scene((f"HELD {i}",), 1.0) for i in range(6)]
     ref = VideoRef("held", write_video(root / "held.mp4", scenes, fps=10, size=(320, 240)).as_uri())
     zombie = asyncio.create_task(
-        processor(config, executor, store, instance_id="zombie").process(ref)
+        processor(config, executor, results, store, instance_id="zombie").process(ref)
     )
     await running(store, "held")
 
-    await processor(config, executor, store, instance_id="next").process(ref)
+    await processor(config, executor, results, store, instance_id="next").process(ref)
 
     assert zombie.done()  # the next owner returned only once the video was done
     await zombie
@@ -603,7 +710,11 @@ async def test_an_owner_with_a_live_lease_keeps_its_video(
 
 
 async def test_a_frozen_owner_loses_its_video_and_leaves_it_to_the_new_one(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     """An owner that stopped renewing (frozen past its lease) is taken over; when it wakes,
     its next fenced write stops its attempt, and it waits for the new owner to settle the
@@ -614,13 +725,13 @@ async def test_a_frozen_owner_loses_its_video_and_leaves_it_to_the_new_one(
     # A lease it renews only every 200 s: no renewal can undo the lapse made below before
     # the new owner claims, whatever the machine's load.
     old = asyncio.create_task(
-        processor(config, executor, store, instance_id="old", lease_s=600.0).process(ref)
+        processor(config, executor, results, store, instance_id="old", lease_s=600.0).process(ref)
     )
     await running(store, "frozen")
     await store._redis.hset(store.video_key("frozen"), "lease_until", 0)  # its lease lapsed
 
     new = asyncio.create_task(
-        processor(config, executor, store, instance_id="new", lease_s=3.0).process(ref)
+        processor(config, executor, results, store, instance_id="new", lease_s=3.0).process(ref)
     )
     await asyncio.wait_for(old, timeout=60)
     settled = await store.get("frozen")  # when the old owner gave the video up
@@ -637,7 +748,11 @@ async def test_a_frozen_owner_loses_its_video_and_leaves_it_to_the_new_one(
 
 
 async def test_an_object_store_outage_uses_up_no_attempt(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     """The object store is down for longer than every attempt's backoff together: the video
     waits it out (within ``outage_window_s``) and is done, not failed for it."""
@@ -656,6 +771,7 @@ async def test_an_object_store_outage_uses_up_no_attempt(
         work = processor(
             config,
             executor,
+            results,
             store,
             chunks=S3ObjectStore("chunks", "", s3_client(settings)),
             max_attempts=2,
@@ -679,7 +795,11 @@ async def test_an_object_store_outage_uses_up_no_attempt(
 
 
 async def test_credentials_refused_by_the_object_store_use_up_no_attempt(
-    root: Path, config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
 ) -> None:
     """The store refuses the service's key (AccessDenied from a real S3 endpoint enforcing
     IAM, as while a rotated key or policy propagates) for longer than every attempt's backoff
@@ -713,6 +833,7 @@ async def test_credentials_refused_by_the_object_store_use_up_no_attempt(
         work = processor(
             config,
             executor,
+            results,
             store,
             chunks=S3ObjectStore("chunks-denied", "", service_s3),
             max_attempts=2,

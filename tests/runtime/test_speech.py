@@ -29,6 +29,7 @@ from devkit.speech_videos import espeak_path, speak_over
 from models.embedding import text_embedder
 from runtime.executor import IngestItem, PooledChunk
 from runtime.local_executor import LocalExecutor
+from runtime.results import LocalResults
 from sinks.lance import LanceFrameSink
 from sinks.object_store import document_key
 from sinks.search import LanceSearchIndex
@@ -78,6 +79,11 @@ def executor(config: ServiceConfig) -> Watched:
     return Watched(config)
 
 
+@pytest.fixture(scope="module")
+def results(config: ServiceConfig) -> WatchedResults:
+    return WatchedResults(config)
+
+
 class Watched(LocalExecutor):
     """The real executor, noting where each ingest stream was asked to start, and how many
     chunks went to the image stages and the embedder. With ``stall_after`` set, a stream
@@ -91,7 +97,6 @@ class Watched(LocalExecutor):
         self.stall_after: int | None = None
         self.stalled = asyncio.Event()
         self.refuse_from_chunk: int | None = None  # chunks from this index on are rejected
-        self.parts: list[str] = []  # the video of each partial result written
 
     async def ingest(
         self,
@@ -119,6 +124,14 @@ class Watched(LocalExecutor):
         self.embedded += 1
         return await super().embed(chunk)
 
+
+class WatchedResults(LocalResults):
+    """The real result store, noting the video of each partial result written."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        super().__init__(config)
+        self.parts: list[str] = []
+
     async def write_partial(self, parts: Sequence[VideoResult]) -> None:
         self.parts += [part.ref.video_id for part in parts]
         await super().write_partial(parts)
@@ -129,10 +142,14 @@ def with_asr(config: ServiceConfig, **changes: object) -> ServiceConfig:
 
 
 async def done(
-    config: ServiceConfig, executor: LocalExecutor, store: RedisCheckpointStore, ref: VideoRef
+    config: ServiceConfig,
+    executor: LocalExecutor,
+    results: LocalResults,
+    store: RedisCheckpointStore,
+    ref: VideoRef,
 ) -> dict[str, Any]:
     """Process ``ref`` to done; its result document."""
-    await processor(config, executor, store).process(ref)
+    await processor(config, executor, results, store).process(ref)
     status = await store.get(ref.video_id)
     assert status is not None
     assert status.status is VideoState.DONE, status
@@ -167,10 +184,14 @@ def speech_objects(config: ServiceConfig, video_id: str) -> list[Path]:
 
 
 async def test_speech_is_recognised_beside_the_frames(
-    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+    config: ServiceConfig,
+    executor: Watched,
+    results: WatchedResults,
+    store: RedisCheckpointStore,
+    spoken: Path,
 ) -> None:
     ref = VideoRef("talk", spoken.as_uri())
-    document = await done(config, executor, store, ref)
+    document = await done(config, executor, results, store, ref)
 
     speech = document["speech"]
     assert speech["status"] == "done"
@@ -200,12 +221,16 @@ async def test_speech_is_recognised_beside_the_frames(
 
 
 async def test_a_crash_resumes_speech_after_its_last_persisted_window(
-    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+    config: ServiceConfig,
+    executor: Watched,
+    results: WatchedResults,
+    store: RedisCheckpointStore,
+    spoken: Path,
 ) -> None:
     ref = VideoRef("talk-again", spoken.as_uri())
     executor.stall_after = 2
     try:
-        first = asyncio.create_task(processor(config, executor, store).process(ref))
+        first = asyncio.create_task(processor(config, executor, results, store).process(ref))
         await asyncio.wait_for(executor.stalled.wait(), timeout=120)
         first.cancel()  # the process dies there
         await asyncio.gather(first, return_exceptions=True)
@@ -218,7 +243,7 @@ async def test_a_crash_resumes_speech_after_its_last_persisted_window(
     persisted = len(parts)
     assert persisted == 2
 
-    document = await done(config, executor, store, ref)
+    document = await done(config, executor, results, store, ref)
 
     video_id, _, speech_from = executor.asked[-1]
     assert video_id == ref.video_id
@@ -253,11 +278,12 @@ async def test_corrupt_audio_fails_the_speech_not_the_video(
     root: Path,
     config: ServiceConfig,
     executor: Watched,
+    results: WatchedResults,
     store: RedisCheckpointStore,
     spoken: Path,
 ) -> None:
     broken = corrupt_audio(spoken, root / "broken.mp4")
-    document = await done(config, executor, store, VideoRef("broken", broken.as_uri()))
+    document = await done(config, executor, results, store, VideoRef("broken", broken.as_uri()))
 
     speech = document["speech"]
     assert speech["status"] == "failed"
@@ -268,10 +294,14 @@ async def test_corrupt_audio_fails_the_speech_not_the_video(
 
 
 async def test_a_video_without_audio_has_no_speech(
-    root: Path, config: ServiceConfig, executor: Watched, store: RedisCheckpointStore
+    root: Path,
+    config: ServiceConfig,
+    executor: Watched,
+    results: WatchedResults,
+    store: RedisCheckpointStore,
 ) -> None:
     path = write_video(root / "mute.mp4", [Scene(("MUTE",), 2.0)], fps=10, size=(320, 240))
-    document = await done(config, executor, store, VideoRef("mute", path.as_uri()))
+    document = await done(config, executor, results, store, VideoRef("mute", path.as_uri()))
     assert document["speech"]["status"] == "no_audio"
     assert document["speech"]["segments"] == []
 
@@ -281,21 +311,23 @@ async def test_speech_added_to_a_done_video_runs_alone(
 ) -> None:
     ref = VideoRef("late-speech", spoken.as_uri())
     without = with_asr(config, enabled=False)
-    silent_run = Watched(without)
+    silent_run, silent_run_results = Watched(without), LocalResults(without)
     try:
-        before = await done(without, silent_run, store, ref)
+        before = await done(without, silent_run, silent_run_results, store, ref)
     finally:
         await silent_run.close()
+        await silent_run_results.close()
     assert before["speech"] is None
     rows_before = LanceFrameSink(config.storage.lance_uri).frame_rows(
         ref.video_id, with_embedding=True
     )
 
-    again = Watched(config)
+    again, again_results = Watched(config), LocalResults(config)
     try:
-        after = await done(config, again, store, ref)
+        after = await done(config, again, again_results, store, ref)
     finally:
         await again.close()
+        await again_results.close()
     ((_, resume, speech_from),) = again.asked
     assert resume is not None
     assert resume.finished  # fetched for its audio, nothing decoded
@@ -321,18 +353,23 @@ async def test_speech_added_to_a_done_video_runs_alone(
 
 
 async def test_speech_is_taken_from_the_earlier_result_when_other_stages_change(
-    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+    config: ServiceConfig,
+    executor: Watched,
+    results: WatchedResults,
+    store: RedisCheckpointStore,
+    spoken: Path,
 ) -> None:
     ref = VideoRef("keep-speech", spoken.as_uri())
-    first = await done(config, executor, store, ref)
+    first = await done(config, executor, results, store, ref)
     stricter = config.model_copy(
         update={"stages": config.stages.model_copy(update={"ocr_min_score": 0.6})}
     )
-    rerun = Watched(stricter)
+    rerun, rerun_results = Watched(stricter), LocalResults(stricter)
     try:
-        second = await done(stricter, rerun, store, ref)
+        second = await done(stricter, rerun, rerun_results, store, ref)
     finally:
         await rerun.close()
+        await rerun_results.close()
     ((_, _, speech_from),) = rerun.asked
     assert speech_from is None  # nothing recognised again
     assert rerun.analysed > 0  # OCR ran again
@@ -370,12 +407,16 @@ def search_rows(config: ServiceConfig, video_id: str) -> list[dict[str, Any]]:
 
 
 async def test_text_and_speech_are_searchable_before_the_video_is_done(
-    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+    config: ServiceConfig,
+    executor: Watched,
+    results: WatchedResults,
+    store: RedisCheckpointStore,
+    spoken: Path,
 ) -> None:
     ref = VideoRef("findable", spoken.as_uri())
     executor.stall_after = 2  # two windows of speech heard, then the process hangs
     try:
-        first = asyncio.create_task(processor(config, executor, store).process(ref))
+        first = asyncio.create_task(processor(config, executor, results, store).process(ref))
         await asyncio.wait_for(executor.stalled.wait(), timeout=120)
         sign = await found(config, "invoice ready", "findable", partial=True, kind="text")
         said = await found(config, "customer", "findable", partial=True, kind="speech")
@@ -395,7 +436,7 @@ async def test_text_and_speech_are_searchable_before_the_video_is_done(
     assert said.start_s == pytest.approx(SCRIPT[0][0], abs=1.0)
 
     # A new attempt finishes it: every row final, each segment once, as the video has them.
-    document = await done(config, executor, store, ref)
+    document = await done(config, executor, results, store, ref)
     rows = search_rows(config, "findable")
     assert [r for r in rows if r["partial"]] == []
     assert len({r["segment"] for r in rows}) == len(rows)
@@ -407,33 +448,41 @@ async def test_text_and_speech_are_searchable_before_the_video_is_done(
 
 
 async def test_a_video_done_before_its_parts_are_due_writes_none(
-    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+    config: ServiceConfig,
+    executor: Watched,
+    results: WatchedResults,
+    store: RedisCheckpointStore,
+    spoken: Path,
 ) -> None:
     ref = VideoRef("quick", spoken.as_uri())
-    await processor(config, executor, store, partial_results_every_s=600).process(ref)
+    await processor(config, executor, results, store, partial_results_every_s=600).process(ref)
     status = await store.get("quick")
     assert status is not None
     assert status.status is VideoState.DONE
-    assert "quick" not in executor.parts  # its parts were held, then not needed
+    assert "quick" not in results.parts  # its parts were held, then not needed
     rows = search_rows(config, "quick")
     assert {r["kind"] for r in rows} == {"text", "speech"}
     assert [r for r in rows if r["partial"]] == []
 
 
 async def test_a_failed_video_leaves_no_partial_rows(
-    config: ServiceConfig, executor: Watched, store: RedisCheckpointStore, spoken: Path
+    config: ServiceConfig,
+    executor: Watched,
+    results: WatchedResults,
+    store: RedisCheckpointStore,
+    spoken: Path,
 ) -> None:
     ref = VideoRef("unreadable-end", spoken.as_uri())
     executor.refuse_from_chunk = 2  # the first two chunks are analysed, the third refused
     try:  # each part written at once, before the failure
-        await processor(config, executor, store, partial_results_every_s=0).process(ref)
+        await processor(config, executor, results, store, partial_results_every_s=0).process(ref)
     finally:
         executor.refuse_from_chunk = None
     status = await store.get("unreadable-end")
     assert status is not None
     assert status.status is VideoState.FAILED
     assert status.error_code == "decode_error"
-    assert executor.parts.count("unreadable-end") >= 2  # chunks and speech before the failure
+    assert results.parts.count("unreadable-end") >= 2  # chunks and speech before the failure
     # The removal is queued to the writer with the failure; it lands at once.
     deadline = asyncio.get_running_loop().time() + 30
     while rows := search_rows(config, "unreadable-end"):

@@ -17,6 +17,7 @@ from core.config import PoolSettings, ServiceConfig
 from core.records import VideoRef
 from devkit.samples import Scene, write_video
 from runtime.pools.executor import RayExecutor
+from runtime.pools.results import RayResults
 from tests.runtime.support import all_done, processor, text_videos
 from tests.runtime.test_fused import deployed, fused_config, ingest_calls, process
 from tests.stages.media import corrupt_middle
@@ -105,7 +106,9 @@ async def test_a_corrupt_range_fails_the_video_as_one_decoder_would(
     ref = VideoRef("broken", source.as_uri())
     outcomes = {}
     async for name, (config, executor, store) in whole_then_split(base, tmp_path):
-        await processor(config, executor, store, max_attempts=1).process(ref)
+        await processor(
+            config, executor, RayResults.connect(config), store, max_attempts=1
+        ).process(ref)
         status = await store.get(ref.video_id)
         assert status is not None
         outcomes[name] = (status.status, status.error_code)
@@ -124,7 +127,12 @@ async def test_videos_started_at_once_each_go_to_an_ingest_replica_of_their_own(
         for round_ in range(5):  # all five by chance: 1 in 16 when each pair is a coin toss
             pair = text_videos(tmp_path, (f"r{round_}-a", f"r{round_}-b"), seconds=2)
             before = await ingest_calls("decode")
-            await asyncio.gather(*(processor(config, executor, store).process(r) for r in pair))
+            await asyncio.gather(
+                *(
+                    processor(config, executor, RayResults.connect(config), store).process(r)
+                    for r in pair
+                )
+            )
             await all_done(store, pair)
             after = await ingest_calls("decode")
             assert len(after) == 2
@@ -145,7 +153,12 @@ async def test_videos_in_hand_together_are_not_split(
         refs.append(VideoRef(name, source.as_uri()))
     async with pools(base, tmp_path, "burst", split_min_s=2.0) as (config, executor, store):
         before = await ingest_calls("decode")
-        await asyncio.gather(*(processor(config, executor, store).process(r) for r in refs))
+        await asyncio.gather(
+            *(
+                processor(config, executor, RayResults.connect(config), store).process(r)
+                for r in refs
+            )
+        )
         await all_done(store, refs)
         after = await ingest_calls("decode")
     # 12 chunks each and one end per call: a split video would end twice.

@@ -24,6 +24,7 @@ from runtime import local_executor
 from runtime.activity import StageActivity, StageThreads, run_on
 from runtime.local_executor import LocalExecutor
 from runtime.pools.base import StageRunner
+from runtime.results import LocalResults
 from stages.base import Stage
 from tests.runtime.support import all_done, processor, text_videos
 
@@ -164,11 +165,13 @@ async def test_local_executor_runs_a_videos_decoding_and_stages_on_its_own_threa
 
     monkeypatch.setattr(local_executor, "run_on", recorded)
     refs = text_videos(Path(config.limits.file_roots[0]), ("left", "right"))
-    executor = LocalExecutor(config)
+    executor, results = LocalExecutor(config), LocalResults(config)
     try:
-        await asyncio.gather(*(processor(config, executor, store).process(r) for r in refs))
+        work = processor(config, executor, results, store)
+        await asyncio.gather(*(work.process(r) for r in refs))
     finally:
         await executor.close()
+        await results.close()
     await all_done(store, refs)
     # 4 chunks each: decoded, read (OCR) and embedded
     assert {video: len(threads) for video, threads in calls.items()} == {"left": 12, "right": 12}

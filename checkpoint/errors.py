@@ -25,8 +25,12 @@ class VideoBusy(RetryableError):
     code = "video_busy"
 
 
-class CheckpointLost(RetryableError):
-    """The video's record is gone (Redis flushed or restored from an older state)."""
+class CheckpointLost(DependencyUnavailable):
+    """The video's record is gone (Redis flushed or restored from an older state). Nothing
+    about the video: a failover can lose a record's latest writes, and a restarted primary
+    can serve its older data set for a while before it follows the new one, so a claim made
+    afresh may find its record gone again until Redis settles. It is waited out as an outage
+    of Redis (``runtime.outage_window_s``), not counted against the video's attempts."""
 
     code = "checkpoint_lost"
 

@@ -41,7 +41,7 @@ from runtime.metrics import (
 from runtime.placement import placed
 from runtime.processor import VideoProcessor
 from runtime.ray_metrics import ray_metrics_mirror
-from runtime.results import ResultStore
+from runtime.results import LocalResults, ResultStore
 from runtime.upkeep import Upkeep
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
@@ -185,8 +185,6 @@ class ReelsenseService:
         """The stored results: the one writer in this process, or the pools' writer replica
         (running once ``_build_executor`` returned)."""
         if self.config.runtime.executor == "local":
-            from runtime.results import LocalResults
-
             return LocalResults(self.config)
         from runtime.pools.results import RayResults
 

@@ -29,6 +29,8 @@ from api.routes_results import result_routes
 from api.routes_search import search_routes
 from api.routes_videos import video_routes
 from checkpoint.base import CheckpointStore
+from core.search import SEARCHED_KINDS
+from core.stage_names import ALL
 from storage.base import ObjectStore
 
 if TYPE_CHECKING:
@@ -52,6 +54,8 @@ def create_app(
     max_streams_per_tenant: int = 100,
     replays_per_minute: int = 60,
     owns_store: bool = False,
+    stages: Sequence[str] = ALL,
+    search_kinds: Sequence[str] = SEARCHED_KINDS,
 ) -> FastAPI:
     """The progress API over ``store``.
 
@@ -62,7 +66,9 @@ def create_app(
     replays at most ``replays_per_minute`` dead letters a minute. ``results`` is the object
     store the pipeline writes result documents to (``/v1/videos/{id}/result`` reads them).
     ``owns_store`` closes the store and ``results`` when the app shuts down, and ``on_close``
-    runs there too (the dead-letter source's connections, say).
+    runs there too (the dead-letter source's connections, say). ``stages``: the pipeline's
+    stages in the order they run, ``search_kinds`` the segment kinds search finds (the
+    service's own, without stages from other packages, by default).
     """
 
     @contextlib.asynccontextmanager
@@ -95,6 +101,8 @@ def create_app(
         delete=delete,
         heartbeat_s=heartbeat_s,
         health_timeout_s=health_timeout_s,
+        stages=tuple(stages),
+        search_kinds=tuple(search_kinds),
     ).install(app)
     app.add_middleware(RequestMetrics)
     install_error_handlers(app)

@@ -21,6 +21,8 @@ from api.limits import RateLimit
 from api.models import shown
 from api.progress_hub import ProgressHub
 from checkpoint.base import CheckpointStore, VideoStatus
+from core.search import SEARCHED_KINDS
+from core.stage_names import ALL
 from storage.base import ObjectStore
 
 _BEARER = HTTPBearer(auto_error=False, description="A tenant's API token.")
@@ -51,6 +53,8 @@ class ApiContext:
     heartbeat_s: float = 15.0
     health_timeout_s: float = 2.0
     documents: DocumentCache = field(default_factory=DocumentCache)
+    stages: tuple[str, ...] = ALL  # the pipeline's stages, in the order they run
+    search_kinds: tuple[str, ...] = SEARCHED_KINDS  # and the kinds its search finds
 
     def install(self, app: FastAPI) -> None:
         app.state.api_context = self

@@ -10,7 +10,6 @@ from api.dependencies import Context, caller_tenant
 from api.errors import ApiError
 from api.models import ErrorBody, Health, Stages
 from core.errors import ReelsenseError
-from core.stage_names import ALL
 
 _HEALTH_PROBE_ID = "healthz-probe"  # any id: reading a missing record proves the store answers
 
@@ -42,7 +41,7 @@ async def metrics() -> Response:
 @operation_routes.get(
     "/v1/stages", dependencies=[Depends(caller_tenant)], responses={401: {"model": ErrorBody}}
 )
-async def stages() -> Stages:
+async def stages(context: Context) -> Stages:
     """Every stage of the pipeline, in the order they run: the order the dashboard lays out a
     video's stages in."""
-    return Stages(stages=list(ALL))
+    return Stages(stages=list(context.stages))

@@ -12,9 +12,8 @@ from fastapi import APIRouter, Header, Path, Query, Response
 from api.dependencies import Context, Video
 from api.documents import StoredDocument
 from api.errors import ApiError
-from api.models import (
-    ERROR_RESPONSES,
-    ErrorBody,
+from api.models import ERROR_RESPONSES, ErrorBody
+from api.result_models import (
     FrameText,
     ProbeFacts,
     ResultVideo,
@@ -225,6 +224,7 @@ def result_body(document: dict[str, Any], *, frames: bool, words: bool) -> Video
         ],
         frames=[FrameText.model_validate(raw) for raw in document["frames"]] if frames else None,
         speech=_stored_speech(document, words=words),
+        outputs=document.get("outputs") or {},
     )
 
 

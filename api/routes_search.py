@@ -1,9 +1,10 @@
 """The search route: places in videos whose text, speech or descriptions match a query."""
 
-from typing import Annotated, Literal
+from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query
+from pydantic import StringConstraints
 
 from api.dependencies import Caller, Context, scope_tenant
 from api.errors import ApiError
@@ -13,8 +14,11 @@ from core.search import SEARCHED_KINDS, Method, SearchFilter, SegmentHit
 search_routes = APIRouter(tags=["search"])
 
 Kind = Annotated[
-    list[Literal["text", "speech", "description", "frame"]] | None,
-    Query(description=f"Limit to these kinds: {', '.join(SEARCHED_KINDS)} (repeatable)."),
+    list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{1,39}$")]] | None,
+    Query(
+        description=f"Limit to these kinds: {', '.join(SEARCHED_KINDS)}, or one a video "
+        "stage makes searchable (repeatable)."
+    ),
 ]
 
 
@@ -39,6 +43,9 @@ async def search_segments(
     if not q.strip():
         raise ApiError(422, "invalid_request", "q must not be blank")
     kinds = tuple(sorted(set(kind or ())))
+    if unknown := [k for k in kinds if k not in context.search_kinds]:
+        known = ", ".join(context.search_kinds)
+        raise ApiError(422, "invalid_request", f"unknown kind {unknown[0]!r}: one of {known}")
     if context.search is None:
         raise ApiError(503, "search_unavailable", "search is not configured")
     scoped = scope_tenant(caller, tenant)

@@ -14,6 +14,8 @@ from api.search import SegmentSearch
 from checkpoint.redis_store import RedisCheckpointStore
 from consumers.publishing import publish_deletion
 from core.config import ServiceConfig
+from core.search import SEARCHED_KINDS
+from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
 
 API_APP = "reelsense-api"
@@ -24,6 +26,7 @@ def build_api(config_json: str) -> FastAPI:
     config = ServiceConfig.model_validate_json(config_json)
     store = RedisCheckpointStore(config.redis)
     dead_letters = DeadLetterSource.from_config(config)
+    pipeline = Pipeline.from_config(config)
     return create_app(
         store,
         search=SegmentSearch.from_config(config),
@@ -40,6 +43,8 @@ def build_api(config_json: str) -> FastAPI:
         max_streams_per_tenant=config.api.max_streams_per_tenant,
         replays_per_minute=config.api.replays_per_minute,
         owns_store=True,
+        stages=[stage.name for stage in pipeline.stages],
+        search_kinds=[*SEARCHED_KINDS, *pipeline.searchable_kinds],
     )
 
 

@@ -24,6 +24,7 @@ from core.records import BULK_LANE
 from runtime.local_executor import LocalExecutor
 from runtime.processor import VideoProcessor
 from runtime.results import LocalResults
+from runtime.video_stages import VideoStages
 from stages.decode import FRAMES_DECODED
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
@@ -44,14 +45,17 @@ class BackfillWorker:
         self._results = LocalResults(config)
         self._store = RedisCheckpointStore(config.redis)
         storage = config.storage
+        pipeline = Pipeline.from_config(config)
+        self._video_stages = VideoStages(pipeline.video_stages)
         self._processor = VideoProcessor(
             store=self._store,
             executor=self._executor,
             results=self._results,
             chunks=ChunkStore(object_store_from_uri(storage.object_store_uri, storage)),
-            lineage=Pipeline.from_config(config).lineage,
+            lineage=pipeline.lineage,
             settings=config.runtime,
             quiet_lanes=config.backfill.quiet_lanes,
+            video_stages=self._video_stages,
         )
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
@@ -88,6 +92,7 @@ class BackfillWorker:
 
     def __del__(self) -> None:
         try:
+            self._loop.run_until_complete(self._video_stages.close())
             self._loop.run_until_complete(self._executor.close())
             self._loop.run_until_complete(self._results.close())
             self._loop.run_until_complete(self._store.close())

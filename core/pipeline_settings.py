@@ -6,7 +6,7 @@ recognition do, how the stages' pools run on Ray and how videos are orchestrated
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings
@@ -120,6 +120,10 @@ class StageSettings(BaseSettings):
     image_embed_model: str | None = None
     image_embed_batch_size: int = Field(default=16, ge=1)  # frames per forward pass
     image_embed_threads: int = Field(default=1, ge=1)  # torch CPU threads
+    # Stages from other installed packages (the ``reelsense.stages`` entry points) to run, each
+    # with its settings section (``{}`` for its defaults): name -> settings. An installed stage
+    # not named here does not run.
+    plugins: dict[str, dict[str, Any]] = {}
 
 
 class AsrSettings(BaseSettings):
@@ -185,22 +189,28 @@ class RaySettings(BaseSettings):
     vlm: PoolSettings = PoolSettings()
     image_embed: PoolSettings = PoolSettings()
     embed: PoolSettings = PoolSettings()
+    # The pools of stages from other packages (``stages.plugins``), by stage name.
+    pools: dict[str, PoolSettings] = {}
 
     @model_validator(mode="after")
     def _fusable(self) -> RaySettings:
         for name in (FETCH, DECODE):
             if getattr(self, name).fuse:
                 raise ValueError(f"ray.{name}.fuse: only {', '.join(FUSABLE)} fuse into decode")
-        for name in FUSABLE:
-            pool: PoolSettings = getattr(self, name)
-            if pool.fuse and pool.num_gpus:
+        for name in (*FUSABLE, *self.pools):
+            if self.pool(name).fuse and self.pool(name).num_gpus:
                 raise ValueError(f"ray.{name}: a stage with GPUs runs in a pool of its own")
         return self
+
+    def pool(self, stage: str) -> PoolSettings:
+        """The pool settings of ``stage``: its own field, or its entry of ``pools``."""
+        own = getattr(self, stage, None) if stage in type(self).model_fields else None
+        return own if isinstance(own, PoolSettings) else self.pools.get(stage, PoolSettings())
 
     @property
     def fused(self) -> frozenset[str]:
         """The stages that run inside the decode replicas."""
-        return frozenset(name for name in FUSABLE if getattr(self, name).fuse)
+        return frozenset(name for name in (*FUSABLE, *self.pools) if self.pool(name).fuse)
 
 
 class RuntimeSettings(BaseSettings):

@@ -4,13 +4,14 @@ store and the API."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from core.outputs import VideoOutput
 from core.speech import Speech
 
 Image = npt.NDArray[np.uint8]  # H x W x 3, RGB
@@ -154,6 +155,21 @@ class Frame:
     repeat_of: int | None = None
     # JPEG, for the first sample of each shot; b"" once stored elsewhere (read back from JSON)
     thumbnail: bytes | None = None
+    # What stages from other packages found (``Stage.fills`` names no field above), JSON-ready.
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def output(self, name: str) -> Any:
+        """The value of one output a stage fills: a field, or one of ``extras``."""
+        return getattr(self, name) if name in FRAME_FIELDS else self.extras.get(name)
+
+    def with_outputs(self, values: Mapping[str, Any]) -> Frame:
+        """A copy with ``values`` (output name -> value) in the fields or ``extras`` they
+        belong to."""
+        own = {name: value for name, value in values.items() if name in FRAME_FIELDS}
+        extra = {name: value for name, value in values.items() if name not in FRAME_FIELDS}
+        if extra:
+            own["extras"] = {**self.extras, **extra}
+        return replace(self, **own)
 
     @property
     def ocr_text(self) -> str:
@@ -177,6 +193,7 @@ class Frame:
             "boundaries": [boundary.to_json() for boundary in self.boundaries],
             "repeat_of": self.repeat_of,
             "thumbnail": self.thumbnail is not None,
+            **({"extras": self.extras} if self.extras else {}),
         }
 
     @classmethod
@@ -201,7 +218,12 @@ class Frame:
             repeat_of=None if repeat_of is None else int(repeat_of),
             # Read back, a thumbnail is known to exist (in the object store), not its bytes.
             thumbnail=b"" if raw.get("thumbnail") else None,
+            extras=dict(raw.get("extras") or {}),
         )
+
+
+#: The outputs a stage may fill as a ``Frame`` field; any other name goes to ``Frame.extras``.
+FRAME_FIELDS = frozenset(f.name for f in fields(Frame)) - {"extras"}
 
 
 @dataclass
@@ -226,7 +248,7 @@ class Chunk:
         frames = [
             frame
             if frame.repeat_of is None
-            else replace(frame, **{f: getattr(found[frame.repeat_of], f) for f in fields})
+            else frame.with_outputs({f: found[frame.repeat_of].output(f) for f in fields})
             for frame in self.frames
         ]
         return replace(self, frames=frames)
@@ -245,6 +267,7 @@ class VideoResult:
     epoch: int | None = None  # the owner epoch of the attempt that made it (fencing)
     stage_versions: Mapping[str, str] = field(default_factory=dict)  # see ``Lineage``
     speech: Speech | None = None  # None when speech recognition is off
+    outputs: Mapping[str, VideoOutput] = field(default_factory=dict)  # video stage -> output
 
     @property
     def text(self) -> str:
@@ -273,3 +296,4 @@ class EarlierResult:
     stage_versions: Mapping[str, str] = field(default_factory=dict)
     frames: list[Frame] = field(default_factory=list)
     speech: Speech | None = None
+    outputs: Mapping[str, VideoOutput] = field(default_factory=dict)  # video stage -> output

@@ -21,7 +21,8 @@ def stage_bar(progress: StageProgress) -> str:
 
 def progress_table(statuses: Iterable[VideoStatus]) -> Table:
     rows = list(statuses)
-    stages = [s for s in ALL if any(s in status.stages for status in rows)]
+    named = dict.fromkeys([*ALL, *(s for status in rows for s in status.stages)])
+    stages = [s for s in named if any(s in status.stages for status in rows)]
     table = Table(show_header=True, header_style="bold", box=None)
     table.add_column("video")
     table.add_column("status")

@@ -164,17 +164,17 @@ async def with_speech(
 
 def merge_outputs(outputs: list[Chunk], fields: Collection[str]) -> Chunk:
     """Combine what the image stages found in the same chunk, frame by frame: each of
-    ``fields`` (the ``Frame`` fields the stages declare they fill, ``Stage.fills``) takes the
-    first output's value that is not empty; the rest is the first output's, without pixels."""
+    ``fields`` (the outputs the stages declare they fill, ``Stage.fills``: ``Frame`` fields or
+    ``extras``) takes the first output's value that is not empty; the rest is the first
+    output's, without pixels."""
     base = outputs[0]
     frames: list[Frame] = []
     for position, frame in enumerate(base.frames):
         merged = replace(frame, image=None)
         for other in outputs[1:]:
             found = other.frames[position]
-            for name in fields:
-                if _empty(getattr(merged, name)):
-                    setattr(merged, name, getattr(found, name))
+            taken = {name: found.output(name) for name in fields if _empty(merged.output(name))}
+            merged = merged.with_outputs(taken) if taken else merged
         frames.append(merged)
     return replace(base, frames=frames)
 

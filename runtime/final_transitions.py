@@ -4,13 +4,16 @@ each with its outbox entry, and then the chunks its attempts persisted removed."
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from checkpoint.base import CheckpointStore, OutboxEvent
 from checkpoint.chunk_store import ChunkStore
 from core.errors import ReelsenseError
+from core.outputs import VideoOutput
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult, as_lane
 from core.speech import Speech
 from core.urls import redact_url
@@ -18,6 +21,7 @@ from runtime.messages import done_message_data
 from runtime.partials import PartialResults
 from runtime.results import ResultStore
 from runtime.video_run import VideoRun
+from runtime.video_stages import VideoStages
 from stages.pipeline import Lineage
 
 # Under the processor's name, with the rest of what a video's attempts log.
@@ -37,6 +41,7 @@ class FinalTransitions:
         partials: PartialResults,
         *,
         quiet_lanes: frozenset[str],
+        video_stages: VideoStages | None = None,
     ) -> None:
         """``chunks``: where attempts persist their chunks, None when they persist none."""
         self._store = store
@@ -45,6 +50,7 @@ class FinalTransitions:
         self._lineage = lineage
         self._partials = partials
         self._quiet_lanes = quiet_lanes
+        self._video_stages = video_stages or VideoStages(())
         self._version = lineage.version
 
     async def rebuild_record(self, ref: VideoRef, epoch: int, earlier: EarlierResult) -> None:
@@ -75,9 +81,16 @@ class FinalTransitions:
         )
 
     async def finish(
-        self, run: VideoRun, video: LocalVideo, chunks: list[Chunk], speech: Speech | None
+        self,
+        run: VideoRun,
+        video: LocalVideo,
+        chunks: list[Chunk],
+        speech: Speech | None,
+        taken: Mapping[str, VideoOutput],
     ) -> None:
-        """The video's result to the sinks, then the video done (with its outbox entry)."""
+        """The video's result, given the video stages' outputs (``taken`` from its earlier
+        result, where they are what the stages would give now), to the sinks, then the
+        video done (with its outbox entry)."""
         ref = run.ref
         frames = [frame for chunk in chunks for frame in chunk.frames]
         result = VideoResult(
@@ -91,6 +104,7 @@ class FinalTransitions:
             stage_versions=self._lineage.versions,
             speech=speech,
         )
+        result = await self._video_stages.run(result, taken, functools.partial(self._advance, run))
         run.heartbeat.beat()  # the write has a deadline of its own (ray.write_timeout_s)
         await self._results.write(result)
         await self._store.mark_done(
@@ -101,6 +115,10 @@ class FinalTransitions:
             outbox=self._outbox("video.done", ref, done_message_data(result)),
         )
         await self.drop_chunks(ref.video_id)
+
+    async def _advance(self, run: VideoRun, stage: str, done: int) -> None:
+        """A video stage's progress: one step, done or not."""
+        await self._store.advance(run.ref.video_id, run.epoch, stage, done, 1)
 
     async def drop_chunks(self, video_id: str) -> None:
         """Remove the video's persisted chunks once its outcome is final."""

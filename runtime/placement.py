@@ -28,7 +28,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel
 
-from core.config import PoolSettings, ServiceConfig
+from core.config import RaySettings, ServiceConfig
 from core.config_sources import profile_source
 from core.stage_names import DECODE
 from runtime.pools.base import later_stages
@@ -85,9 +85,12 @@ def place(config: ServiceConfig) -> Placement:
     fills: dict[str, dict[str, object]] = {}  # where -> field -> value
     pooled_cpus = 0.0  # what the stages that keep a pool of their own take
     for name, stage in later_stages(pipeline).items():
-        pool: PoolSettings = getattr(ray, name)
+        pool = ray.pool(name)
         if not pool.model_fields_set and stage.fusion is Fusion.PER_CORE:
-            fills[f"ray.{name}"] = {"fuse": True}
+            # A stage from another package has its pool in ``ray.pools``.
+            fills[f"ray.{name}" if name in ray.model_fields else f"ray.pools.{name}"] = {
+                "fuse": True
+            }
         elif not pool.fuse:
             cpus = stage.resources.cpus if pool.num_cpus is None else pool.num_cpus
             pooled_cpus += cpus * pool.min_replicas
@@ -109,8 +112,13 @@ def place(config: ServiceConfig) -> Placement:
 
 
 def _updated(model: _Settings, path: Sequence[str], update: dict[str, object]) -> _Settings:
-    """A copy of ``model`` with ``update`` applied to the model at ``path`` within it."""
+    """A copy of ``model`` with ``update`` applied to the model at ``path`` within it; a
+    step into ``ray.pools`` takes the named pool's settings (the defaults where unset)."""
     if not path:
         return model.model_copy(update=update)
     head, *rest = path
+    if isinstance(model, RaySettings) and head == "pools":
+        name, *rest = rest
+        pools = {**model.pools, name: _updated(model.pool(name), rest, update)}
+        return model.model_copy(update={"pools": pools})
     return model.model_copy(update={head: _updated(getattr(model, head), rest, update)})

@@ -48,6 +48,7 @@ from runtime.results import ResultStore
 from runtime.reuse import ReusePlan
 from runtime.speech_track import SpeechTrack
 from runtime.video_run import VideoRun
+from runtime.video_stages import VideoStages
 from stages.pipeline import Lineage
 from stages.sampling import NOTHING_TO_DECODE
 
@@ -68,11 +69,13 @@ class VideoProcessor:
         settings: RuntimeSettings,
         metrics: PipelineMetrics | None = None,
         quiet_lanes: frozenset[str] = frozenset(),
+        video_stages: VideoStages | None = None,
     ) -> None:
         """``executor`` runs the stages; ``results`` is where the video's earlier result is
         read and its partial and final results written. ``quiet_lanes``: the lanes whose
         videos notify nobody; a final transition appends no outbox entry (webhooks, status
-        message) for them (bulk work, unless ``backfill.notify``)."""
+        message) for them (bulk work, unless ``backfill.notify``). ``video_stages``: what
+        runs on each video's assembled result (none by default)."""
         self._metrics = metrics or PipelineMetrics()
         self._store = store
         self._executor = executor
@@ -94,7 +97,13 @@ class VideoProcessor:
             DecodeSlots(settings.videos_decoding) if settings.videos_decoding else None
         )
         self._transitions = FinalTransitions(
-            store, results, persisted, lineage, self._partials, quiet_lanes=quiet_lanes
+            store,
+            results,
+            persisted,
+            lineage,
+            self._partials,
+            quiet_lanes=quiet_lanes,
+            video_stages=video_stages,
         )
 
     @property
@@ -258,7 +267,8 @@ class VideoProcessor:
             await self._partials.settle(run)  # the final write carries what parts still wait
         run.timings["total"] = time.monotonic() - started
         chunks = sorted([*restored.values(), *computed], key=lambda c: c.index)
-        await self._transitions.finish(run, video, chunks, speech.speech() if speech else None)
+        heard = speech.speech() if speech else None
+        await self._transitions.finish(run, video, chunks, heard, reuse.outputs)
 
     def _plan_reuse(self, ref: VideoRef, earlier: EarlierResult | None) -> ReusePlan:
         reuse = ReusePlan.plan(self._lineage, ref, earlier, self._executor.image_stages)

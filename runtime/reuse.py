@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
 
+from core.outputs import VideoOutput
 from core.records import Chunk, EarlierResult, Frame, LocalVideo, ProbeInfo, VideoRef
 from core.stage_names import IMAGE_EMBED
 from runtime.executor import IngestItem, ReplayedChunk, closing
@@ -28,14 +29,19 @@ class ReusePlan:
     # the embedder is the same (a video given speech recognition, or only a new image
     # embedder, say, is not embedded again).
     embeddings: bool = False
+    # The video stages' outputs taken (``runtime.video_stages``), by stage.
+    outputs: Mapping[str, VideoOutput] = field(default_factory=dict)
 
     @classmethod
     def plan(
         cls, lineage: Lineage, ref: VideoRef, earlier: EarlierResult | None, stages: Collection[str]
     ) -> ReusePlan:
         reused: frozenset[str] = frozenset()
+        outputs: dict[str, VideoOutput] = {}
         if earlier is not None and earlier.uri == ref.uri and earlier.probe is not None:
             reused = lineage.reusable(earlier.stage_versions) & frozenset(stages)
+            taken = lineage.video_reusable(earlier.stage_versions)
+            outputs = {name: out for name, out in earlier.outputs.items() if name in taken}
             if IMAGE_EMBED in reused and not _image_embedded(earlier.frames):
                 reused -= {IMAGE_EMBED}  # its vectors are not in the sinks (any more)
         embeddings = (
@@ -52,6 +58,7 @@ class ReusePlan:
             probe=earlier.probe if earlier else None,
             chunk_size=lineage.chunk_size,
             embeddings=embeddings,
+            outputs=outputs,
         )
 
     def needs_pixels(self, stages: Collection[str]) -> bool:
@@ -67,7 +74,7 @@ class ReusePlan:
             found = self.frames.get(frame.index)
             if found is None or round(found.timestamp_s, 3) != round(frame.timestamp_s, 3):
                 return None
-            frames.append(replace(frame, **{f: getattr(found, f) for f in self.fields}))
+            frames.append(frame.with_outputs({f: found.output(f) for f in self.fields}))
         return replace(chunk, frames=frames)
 
     async def replay(

@@ -43,6 +43,7 @@ from runtime.processor import VideoProcessor
 from runtime.ray_metrics import ray_metrics_mirror
 from runtime.results import LocalResults, ResultStore
 from runtime.upkeep import Upkeep
+from runtime.video_stages import VideoStages
 from stages.pipeline import Pipeline
 from storage.uri import object_store_from_uri
 
@@ -63,6 +64,7 @@ class ReelsenseService:
         self.pipeline = Pipeline.from_config(config)
         self.store = RedisCheckpointStore(config.redis)
         self._executor: StageExecutor | None = None
+        self._video_stages = VideoStages(self.pipeline.video_stages)
         self._results: ResultStore | None = None
         self._consumer: KafkaVideoConsumer | None = None
         self._dispatcher: NotificationDispatcher | None = None
@@ -114,6 +116,7 @@ class ReelsenseService:
             lineage=self.pipeline.lineage,
             settings=config.runtime,
             quiet_lanes=config.backfill.quiet_lanes,
+            video_stages=self._video_stages,
         )
         deleter = VideoDeleter(self.store, results, chunks, self.pipeline.version)
         self._consumer = KafkaVideoConsumer(config.kafka, _Handler(processor, deleter))
@@ -256,6 +259,7 @@ class ReelsenseService:
             await self._consumer.stop()
         if self._dispatcher is not None:
             await self._dispatcher.stop()
+        await self._video_stages.close()
         if self._executor is not None:
             await self._executor.close()
             if self._results is not None:  # built after the executor

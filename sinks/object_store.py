@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from core.config import StorageSettings
+from core.outputs import outputs_from_json
 from core.records import EarlierResult, Frame, ProbeInfo, VideoRef, VideoResult
 from core.speech import Speech
 from sinks.base import Sink
@@ -67,6 +68,7 @@ def result_document(result: VideoResult) -> dict[str, Any]:
         "text_spans": [span.to_json() for span in views.text_spans],
         "shots": list(views.shots),
         "speech": result.speech.to_json() if result.speech is not None else None,
+        "outputs": {name: output.to_json() for name, output in result.outputs.items()},
         "timings": {stage: float(seconds) for stage, seconds in result.timings.items()},
     }
 
@@ -81,6 +83,7 @@ def earlier_result(document: dict[str, Any], frame_count: int) -> EarlierResult:
         stage_versions=dict(document.get("stage_versions") or {}),
         frames=[Frame.from_json(raw) for raw in document["frames"]],
         speech=Speech.from_json(document["speech"]) if document.get("speech") else None,
+        outputs=outputs_from_json(document.get("outputs")),
     )
 
 

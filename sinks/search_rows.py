@@ -47,7 +47,7 @@ def search_rows(
     keys: set[str] = set()
     for segment in segments:
         kind, text = segment["kind"], str(segment["text"]).strip()
-        if kind not in SEARCHED_KINDS or not text:
+        if not (kind in SEARCHED_KINDS or segment.get("searchable")) or not text:
             continue
         start, end = float(segment["start_s"]), float(segment["end_s"])
         rows.append(

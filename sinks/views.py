@@ -59,7 +59,8 @@ class VideoViews:
     shots: tuple[dict[str, Any], ...]  # the result document's entries, in time order
     text_spans: tuple[TextSpan, ...]
     # ``kind, start_s, end_s, text, attributes``: the shots, their descriptions, the text
-    # spans, then the speech segments, each kind in time order.
+    # spans, the speech segments, then the video stages' (``searchable`` set on those), each
+    # kind in time order.
     segments: tuple[dict[str, Any], ...]
 
     @property
@@ -175,6 +176,11 @@ def _segments(
             "words": [word.to_json() for word in segment.words],
         }
         rows.append(_segment("speech", segment.start_s, segment.end_s, segment.text, attributes))
+    for output in result.outputs.values():  # the video stages', of kinds of their own
+        for found in sorted(output.segments, key=lambda s: (s.start_s, s.end_s)):
+            attributes = dict(found.attributes)
+            row = _segment(found.kind, found.start_s, found.end_s, found.text, attributes)
+            rows.append({**row, "searchable": found.searchable})
     return rows
 
 

@@ -1,19 +1,28 @@
 """The Stage interface.
 
-A stage is a plain class. Its constructor stores configuration only; ``setup()`` loads models
-inside the worker that will run it; ``process_batch(items) -> items`` does the work;
-``teardown()`` frees what ``setup()`` took. The same class runs under the sequential runner
-(tests, baselines), the streaming service on Ray, and Ray Data (batch backfill).
+A stage is a plain class that declares what it is (``name``, ``kind``, ``reads``, ``fills``,
+``resources``, ``fusion``) and how configuration builds it (``build``). Its constructor stores
+configuration only; ``setup()`` loads models inside the worker that will run it;
+``process_batch(items) -> items`` does the work; ``teardown()`` frees what ``setup()`` took.
+The same class runs under the sequential runner (tests, baselines), the streaming service on
+Ray, and Ray Data (batch backfill). ``stages.registry`` finds every stage, the service's own and
+those other packages install; the docs' "Writing a stage" page shows one.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, Self, TypeVar
+
+from core.config import ServiceConfig
+from core.outputs import VideoOutput
+from core.records import VideoResult
+from stages.errors import StageFailed
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +50,49 @@ class Fusion(Enum):
     PER_CORE = "per_core"  # also where the ``per_core`` placement lays out the pools
 
 
-class Stage(ABC, Generic[InT, OutT]):
-    """One step of the pipeline."""
+class StageKind(Enum):
+    """What a stage works on, which decides where and how often it runs."""
 
-    name: ClassVar[str]  # one of ``core.stage_names``
-    #: The ``Frame`` fields an image stage fills (what a later run may take from a result).
+    INGEST = "ingest"  # fetching and decoding: what makes the frames and audio the rest read
+    FRAMES = "frames"  # per chunk of sampled frames (OCR, VLM, image and text embeddings)
+    AUDIO = "audio"  # over the audio track, beside the frames (speech)
+    VIDEO = "video"  # once per video, on its assembled result: no pixels, nothing decoded
+
+
+#: The output a frames stage reads to say it reads pixels (filled by the decoder).
+PIXELS = "image"
+
+
+class Stage(ABC, Generic[InT, OutT]):
+    """One step of the pipeline, and what the rest of the system needs to know of it.
+
+    ``reads`` and ``fills`` name outputs: a stage's version covers the versions of the stages
+    that fill what it reads (``stages.pipeline.Lineage``), and a frames stage's outputs are
+    merged, reused and stored by the names it fills (``Frame`` fields, or ``Frame.extras`` for
+    names that are not fields).
+    """
+
+    name: ClassVar[str]  # one of ``core.stage_names``, or a plug-in's own
+    kind: ClassVar[StageKind] = StageKind.FRAMES
+    #: The outputs it reads: ``PIXELS``, other stages' ``fills``, ``speech``; () for none.
+    reads: ClassVar[tuple[str, ...]] = ()
+    #: The outputs it fills (what a later run may take from a result).
     fills: ClassVar[tuple[str, ...]] = ()
     resources: ClassVar[Resources] = Resources()
     fusion: ClassVar[Fusion] = Fusion.NEVER
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> Self | None:
+        """The stage as ``config`` sets it up, or None when ``config`` leaves it off. For a
+        stage from another package: on when ``stages.plugins`` names it, built from its
+        section there (``settings_model`` validates it), and off otherwise."""
+        section = config.stages.plugins.get(cls.name)
+        if section is None:
+            return None
+        settings_model = getattr(cls, "settings_model", None)
+        if settings_model is None:
+            return cls()
+        return cls(settings_model.model_validate(section))  # type: ignore[call-arg]
 
     def version_params(self) -> Mapping[str, object]:
         """Parameters and model ids that change this stage's output; they feed the pipeline
@@ -75,6 +119,55 @@ class StreamingStage(Stage[InT, OutT]):
 
     def process_batch(self, items: Sequence[InT]) -> list[OutT]:
         return [out for item in items for out in self.stream(item)]
+
+
+class VideoStage(Stage[VideoResult, VideoOutput]):
+    """A stage that runs once per video, on its result as assembled from the other stages'
+    outputs (no pixels): chapters, summaries, review labels, fingerprints.
+
+    It never makes a video decode: a video stage added to finished videos runs on their stored
+    results. What it gives (``VideoOutput``) is stored in the result document under its name;
+    its segments, of the kinds it declares, join the video's segments, and those of the kinds
+    in ``searchable`` are found by search. Another video stage may read it by its name.
+    """
+
+    kind = StageKind.VIDEO
+    resources = Resources(cpus=0.1)
+    #: The kinds of the segments it gives, and those of them search finds.
+    segment_kinds: ClassVar[tuple[str, ...]] = ()
+    searchable: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def analyse(self, result: VideoResult) -> VideoOutput:
+        """What the stage finds in one video's result."""
+
+    def process_batch(self, items: Sequence[VideoResult]) -> list[VideoOutput]:
+        """Each result's output, checked against what the stage declares (``StageFailed``
+        names what it gave that it does not), its segments marked searchable as declared."""
+        return [self._declared(self.analyse(result)) for result in items]
+
+    def _declared(self, output: object) -> VideoOutput:
+        if not isinstance(output, VideoOutput):
+            raise StageFailed(f"gave {type(output).__name__}, not a VideoOutput", stage=self.name)
+        for segment in output.segments:
+            if segment.kind not in self.segment_kinds:
+                raise StageFailed(
+                    f"gave a segment of kind {segment.kind!r}, which it does not declare",
+                    stage=self.name,
+                )
+            if not 0 <= segment.start_s <= segment.end_s:
+                raise StageFailed(
+                    f"gave a segment from {segment.start_s} to {segment.end_s} s", stage=self.name
+                )
+        try:
+            json.dumps(output.to_json(), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise StageFailed(f"gave an output that is not JSON: {exc}", stage=self.name) from exc
+        segments = tuple(
+            replace(segment, searchable=segment.kind in self.searchable)
+            for segment in output.segments
+        )
+        return replace(output, segments=segments)
 
 
 def process_each(stage: Stage[InT, OutT], items: Sequence[InT]) -> list[OutT | Exception]:

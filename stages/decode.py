@@ -49,10 +49,10 @@ import av
 import numpy as np
 from av.container import InputContainer
 
-from core.config import LimitSettings, StageSettings
+from core.config import LimitSettings, ServiceConfig, StageSettings
 from core.records import Chunk, Frame, Image, LocalVideo, ProbeInfo
 from core.stage_names import DECODE
-from stages.base import Resources, StreamingStage
+from stages.base import PIXELS, Resources, StageKind, StreamingStage
 from stages.decode_budget import DecodeBudget
 from stages.errors import DecodeError, LimitExceeded, UnsupportedMedia
 from stages.fetch import main_video_stream, open_container
@@ -94,7 +94,13 @@ class DecodeSampleStage(StreamingStage[LocalVideo, Chunk]):
     """LocalVideo -> Chunks of sampled RGB frames, streamed as decoding proceeds."""
 
     name = DECODE
+    kind = StageKind.INGEST
+    fills = (PIXELS,)  # and where each sample is, its shot boundaries, its thumbnail
     resources = Resources(cpus=0.5)
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> DecodeSampleStage:
+        return cls(config.stages, config.limits)
 
     def __init__(self, stages: StageSettings, limits: LimitSettings) -> None:
         self._mode = stages.sample_mode

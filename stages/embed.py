@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from core.config import StageSettings
-from core.records import Chunk, Frame
+from core.config import ServiceConfig, StageSettings
+from core.records import TEXT_FIELDS, Chunk, Frame
 from core.stage_names import EMBED
 from models.base import TextEmbeddingModel
 from models.embedding import text_embedder
@@ -21,6 +21,8 @@ class EmbedStage(Stage[Chunk, Chunk]):
     """
 
     name = EMBED
+    reads = TEXT_FIELDS  # a frame's text: what the stages that fill these found
+    fills = ("embedding",)
     # Measured peak resident, batches of 64 texts: see the README (multilingual E5 on its C
     # engine, or MiniLM with torch); no memory is reserved unless a deployment sets
     # ``ray.embed.memory_mb``.
@@ -30,6 +32,10 @@ class EmbedStage(Stage[Chunk, Chunk]):
     def __init__(self, settings: StageSettings) -> None:
         self._settings = settings
         self._embedder: TextEmbeddingModel | None = None
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> EmbedStage:
+        return cls(config.stages)
 
     def version_params(self) -> Mapping[str, object]:
         # The engine's id names the model and its release: a new embedder re-embeds every

@@ -47,3 +47,11 @@ class DecodeError(PermanentError):
     """Decoding failed part-way through."""
 
     code = "decode_error"
+
+
+class StageFailed(PermanentError):
+    """A video stage raised, or gave what it does not declare: the video fails with the
+    stage named, since running the same stage on the same result again would fail the same
+    way."""
+
+    code = "stage_failed"

@@ -32,11 +32,11 @@ from av.container import InputContainer
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from core.config import LimitSettings, StorageSettings
+from core.config import LimitSettings, ServiceConfig, StorageSettings
 from core.records import LocalVideo, ProbeInfo, VideoRef
 from core.stage_names import FETCH
 from core.urls import redact_url
-from stages.base import Resources, Stage
+from stages.base import Resources, Stage, StageKind
 from stages.download import download
 from stages.errors import (
     FetchFailed,
@@ -173,7 +173,12 @@ class FetchProbeStage(Stage[VideoRef, LocalVideo]):
     """VideoRef -> LocalVideo: fetch to local disk if needed, then probe under the limits."""
 
     name = FETCH
+    kind = StageKind.INGEST
     resources = Resources(cpus=0.1)
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> FetchProbeStage:
+        return cls(config.limits, config.storage, str(Path(config.runtime.workdir)))
 
     def __init__(self, limits: LimitSettings, storage: StorageSettings, workdir: str) -> None:
         self._limits = limits

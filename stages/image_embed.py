@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from core.config import StageSettings
+from core.config import ServiceConfig, StageSettings
 from core.records import Chunk, Frame
 from core.stage_names import IMAGE_EMBED
 from models.base import ImageEmbeddingModel
 from models.image_embedding import image_embedder
-from stages.base import Fusion, Resources, Stage
+from stages.base import PIXELS, Fusion, Resources, Stage
 
 
 class ImageEmbedStage(Stage[Chunk, Chunk]):
@@ -21,6 +21,7 @@ class ImageEmbedStage(Stage[Chunk, Chunk]):
     """
 
     name = IMAGE_EMBED
+    reads = (PIXELS,)
     fills = ("image_embedding",)
     # A small CLIP on CPU; no memory is reserved unless a deployment sets
     # ``ray.image_embed.memory_mb``. Size ``image_embed_threads`` to the CPUs a replica gets.
@@ -32,6 +33,10 @@ class ImageEmbedStage(Stage[Chunk, Chunk]):
             raise ValueError("ImageEmbedStage needs settings.image_embed_model")
         self._settings = settings
         self._engine: ImageEmbeddingModel | None = None
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> ImageEmbedStage | None:
+        return cls(config.stages) if config.stages.image_embed_model else None
 
     def _new_engine(self) -> ImageEmbeddingModel:
         engine = image_embedder(self._settings)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from core.config import StageSettings
+from core.config import ServiceConfig, StageSettings
 from core.records import Chunk
 from core.stage_names import OCR
 from models.ocr import OcrEngine
-from stages.base import Fusion, Resources, Stage
+from stages.base import PIXELS, Fusion, Resources, Stage
 
 
 class OcrStage(Stage[Chunk, Chunk]):
     """Fills ``frame.ocr_lines`` for every frame that still has its pixels."""
 
     name = OCR
+    reads = (PIXELS,)
     fills = ("ocr_lines",)
     # Measured: ~430 MiB peak resident for a process reading 720p frames; no memory is
     # reserved unless a deployment sets ``ray.ocr.memory_mb``. Size ``ocr_threads`` to the
@@ -25,6 +26,10 @@ class OcrStage(Stage[Chunk, Chunk]):
     def __init__(self, settings: StageSettings) -> None:
         self._settings = settings
         self._engine: OcrEngine | None = None
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> OcrStage:
+        return cls(config.stages)
 
     def _new_engine(self) -> OcrEngine:
         return OcrEngine(

@@ -16,47 +16,78 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from core.config import ServiceConfig
 from core.records import TEXT_FIELDS, Chunk, ProbeInfo
-from core.stage_names import EMBED, SPEECH
-from stages.base import Stage
+from core.stage_names import DECODE, EMBED, FETCH, SPEECH
+from stages.base import PIXELS, Stage, StageKind, VideoStage
 from stages.decode import DecodeSampleStage
-from stages.embed import EmbedStage
 from stages.fetch import FetchProbeStage
-from stages.image_embed import ImageEmbedStage
-from stages.ocr import OcrStage
+from stages.registry import PluginError, installed
 from stages.speech import SpeechStage
-from stages.vlm import VlmStage
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The stages of one pipeline version, not yet set up (constructors store config only)."""
+    """The stages of one pipeline version, not yet set up (constructors store config only),
+    in pipeline order: fetch and decode, the frames stages, speech, the video stages."""
 
-    fetch: FetchProbeStage
-    decode: DecodeSampleStage
-    image_stages: tuple[Stage[Chunk, Chunk], ...]  # read pixels; run side by side per chunk
-    embed: Stage[Chunk, Chunk] | None
-    speech: SpeechStage | None = None  # the audio track, beside the frames
+    stages: tuple[Stage[Any, Any], ...]
 
     @classmethod
     def from_config(cls, config: ServiceConfig) -> Pipeline:
-        stages = config.stages
-        image: list[Stage[Chunk, Chunk]] = [OcrStage(stages)]
-        if stages.vlm_model:
-            image.append(VlmStage(stages))
-        if stages.image_embed_model:
-            image.append(ImageEmbedStage(stages))
-        return cls(
-            fetch=FetchProbeStage(config.limits, config.storage, str(Path(config.runtime.workdir))),
-            decode=DecodeSampleStage(stages, config.limits),
-            image_stages=tuple(image),
-            embed=EmbedStage(stages),
-            speech=SpeechStage(config.asr, config.limits) if config.asr.enabled else None,
-        )
+        """The stages ``config`` turns on, of every installed one (``stages.registry``)."""
+        found = installed()
+        unknown = sorted(set(config.stages.plugins) - set(found))
+        if unknown:
+            raise PluginError(
+                f"stages.plugins names {', '.join(unknown)}: no installed package gives "
+                "such a stage (entry points reelsense.stages)"
+            )
+        built = (stage_class.build(config) for stage_class in found.values())
+        return cls(tuple(stage for stage in built if stage is not None))
+
+    def _named(self, name: str) -> Stage[Any, Any] | None:
+        return next((stage for stage in self.stages if stage.name == name), None)
+
+    @property
+    def fetch(self) -> FetchProbeStage:
+        stage = self._named(FETCH)
+        assert isinstance(stage, FetchProbeStage)
+        return stage
+
+    @property
+    def decode(self) -> DecodeSampleStage:
+        stage = self._named(DECODE)
+        assert isinstance(stage, DecodeSampleStage)
+        return stage
+
+    @property
+    def image_stages(self) -> tuple[Stage[Chunk, Chunk], ...]:
+        """The frames stages that read pixels: they run side by side on each chunk."""
+        return tuple(s for s in self.stages if s.kind is StageKind.FRAMES and s.reads == (PIXELS,))
+
+    @property
+    def embed(self) -> Stage[Chunk, Chunk] | None:
+        """The frames stage that reads what the others found (their text), after them."""
+        return self._named(EMBED)
+
+    @property
+    def speech(self) -> SpeechStage | None:
+        stage = self._named(SPEECH)
+        assert stage is None or isinstance(stage, SpeechStage)
+        return stage
+
+    @property
+    def video_stages(self) -> tuple[VideoStage, ...]:
+        """The stages that run once per video on its assembled result."""
+        return tuple(s for s in self.stages if isinstance(s, VideoStage))
+
+    @property
+    def searchable_kinds(self) -> tuple[str, ...]:
+        """The segment kinds the video stages make searchable."""
+        return tuple(kind for stage in self.video_stages for kind in stage.searchable)
 
     @property
     def version(self) -> str:
@@ -64,30 +95,35 @@ class Pipeline:
 
     @cached_property
     def lineage(self) -> Lineage:
-        """Stage versions (fetching does not change what is found, so it has none; speech
-        reads the audio, not the decoded frames). Computed once: the stages' parameters are
-        fixed when the pipeline is built."""
-        decode = _digest({"params": self.decode.version_params()})
-        versions = {self.decode.name: decode}
-        for stage in self.image_stages:
-            versions[stage.name] = _digest({"params": stage.version_params(), "reads": decode})
-        fills = {stage.name: stage.fills for stage in self.image_stages}
-        if self.embed is not None:
-            reads = {name: versions[name] for name in _text_stages(fills)}
-            versions[self.embed.name] = _digest(
-                {"params": self.embed.version_params(), "reads": reads}
-            )
-        if self.speech is not None:
-            versions[self.speech.name] = _digest({"params": self.speech.version_params()})
+        """Stage versions, each from the stage's parameters and the versions of the stages
+        that fill what it reads (fetching does not change what is found, so it has none).
+        Computed once: the stages' parameters are fixed when the pipeline is built."""
+        versions: dict[str, str] = {}
+        filled_by: dict[str, str] = {}  # output -> the stage that fills it
+        for stage in self.stages:
+            outputs = (*stage.fills, stage.name) if stage.kind is StageKind.VIDEO else stage.fills
+            if stage.kind is StageKind.INGEST and not outputs:
+                continue
+            read = sorted({filled_by[name] for name in stage.reads if name in filled_by})
+            described: dict[str, Any] = {"params": stage.version_params()}
+            if read == [DECODE]:
+                described["reads"] = versions[DECODE]  # the pixels
+            elif stage.reads:
+                described["reads"] = {name: versions[name] for name in read}
+            versions[stage.name] = _digest(described)
+            for name in outputs:
+                filled_by.setdefault(name, stage.name)
         return Lineage(
             versions=versions,
-            fills=fills,
+            fills={stage.name: stage.fills for stage in self.image_stages},
             chunk_size=self.decode.chunk_size,
+            video_stages=tuple(stage.name for stage in self.video_stages),
         )
 
     def all_stages(self) -> list[Stage[Any, Any]]:
-        optional = [stage for stage in (self.embed, self.speech) if stage is not None]
-        return [self.fetch, self.decode, *self.image_stages, *optional]
+        """The stages that run on a video's frames and audio (video stages run on its result,
+        ``runtime.video_stages``)."""
+        return [stage for stage in self.stages if stage.kind is not StageKind.VIDEO]
 
 
 @dataclass(frozen=True)
@@ -99,6 +135,7 @@ class Lineage:
     # Samples per chunk for a video, as the decoder cuts them (from its probe; part of the
     # decode version).
     chunk_size: Callable[[ProbeInfo], int]
+    video_stages: tuple[str, ...] = ()  # the stages run on a video's assembled result
 
     @property
     def version(self) -> str:
@@ -140,6 +177,13 @@ class Lineage:
         """Whether the speech of a result made with stage versions ``earlier`` is what
         recognition would give now."""
         return self.speech and earlier.get(SPEECH) == self.versions[SPEECH]
+
+    def video_reusable(self, earlier: Mapping[str, str]) -> frozenset[str]:
+        """The video stages whose outputs in a result made with stage versions ``earlier``
+        are what they would give now."""
+        return frozenset(
+            name for name in self.video_stages if earlier.get(name) == self.versions[name]
+        )
 
 
 def _text_stages(fills: Mapping[str, tuple[str, ...]]) -> frozenset[str]:

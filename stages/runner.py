@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from core.records import Chunk, VideoRef, VideoResult
@@ -25,12 +26,12 @@ class SequentialRunner:
         self._ready = False
 
     def setup(self) -> None:
-        for stage in self._pipeline.all_stages():
+        for stage in self._pipeline.stages:
             stage.setup()
         self._ready = True
 
     def teardown(self) -> None:
-        for stage in self._pipeline.all_stages():
+        for stage in self._pipeline.stages:
             stage.teardown()
         self._ready = False
 
@@ -64,7 +65,7 @@ class SequentialRunner:
         finally:
             pipeline.fetch.release(video)
         lineage = pipeline.lineage
-        return VideoResult(
+        result = VideoResult(
             ref=ref,
             pipeline_version=lineage.version,
             probe=video.probe,
@@ -74,6 +75,12 @@ class SequentialRunner:
             stage_versions=lineage.versions,
             speech=speech,
         )
+        for stage in pipeline.video_stages:  # each may read the outputs of those before it
+            mark = time.process_time()
+            (output,) = stage.process_batch([result])
+            timings[stage.name] += time.process_time() - mark
+            result = replace(result, outputs={**result.outputs, stage.name: output})
+        return replace(result, timings=dict(timings))
 
     def _enrich(self, chunk: Chunk, timings: dict[str, float]) -> Chunk:
         for stage in self._pipeline.image_stages:

@@ -14,14 +14,14 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from core.config import AsrSettings, LimitSettings
+from core.config import AsrSettings, LimitSettings, ServiceConfig
 from core.errors import PermanentError, ReelsenseError
 from core.records import LocalVideo
 from core.speech import SpeechEnd, SpeechItem, SpeechPart
 from core.stage_names import SPEECH
 from models.asr import AsrEngine, InvalidAudio
 from stages.audio import AUDIO_REVISION, AudioError, AudioWindow, audio_windows
-from stages.base import Resources, Stage
+from stages.base import Resources, Stage, StageKind
 from stages.errors import LimitExceeded
 
 # Audio the service records as unreadable instead of failing the video over.
@@ -30,6 +30,8 @@ _AUDIO_FAILURES = (AudioError, InvalidAudio, LimitExceeded)
 
 class SpeechStage(Stage[LocalVideo, SpeechItem]):
     name = SPEECH
+    kind = StageKind.AUDIO
+    fills = ("speech",)
     resources = Resources(cpus=1.0, memory_mb=400)
 
     def __init__(self, settings: AsrSettings, limits: LimitSettings) -> None:
@@ -38,6 +40,10 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
         self._engine = AsrEngine.from_settings(settings)
         self._loaded = False
         self._load_lock = threading.Lock()
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> SpeechStage | None:
+        return cls(config.asr, config.limits) if config.asr.enabled else None
 
     def version_params(self) -> Mapping[str, object]:
         return {

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from core.config import StageSettings
+from core.config import ServiceConfig, StageSettings
 from core.description import description_schema, parse_description, schema_digest
 from core.records import Chunk, Frame
 from core.stage_names import VLM
 from models.base import VlmEngine
 from models.vlm import engine_for
-from stages.base import Fusion, Resources, Stage
+from stages.base import PIXELS, Fusion, Resources, Stage
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ class VlmStage(Stage[Chunk, Chunk]):
     """
 
     name = VLM
+    reads = (PIXELS,)
     fills = ("caption", "description")
     # The transformers engine on CPU. The vLLM engine needs a GPU: a deployment that runs it
     # gives the pool one (``ray.vlm.num_gpus``, as deploy/config/production.yaml does).
@@ -45,6 +46,10 @@ class VlmStage(Stage[Chunk, Chunk]):
         self._settings = settings
         self._engine: VlmEngine | None = None
         self._continuous = False
+
+    @classmethod
+    def build(cls, config: ServiceConfig) -> VlmStage | None:
+        return cls(config.stages) if config.stages.vlm_model else None
 
     def version_params(self) -> Mapping[str, object]:
         # The engine is part of the version: vLLM and transformers kernels differ numerically,

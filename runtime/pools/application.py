@@ -35,7 +35,7 @@ def pools_application(config: ServiceConfig) -> Application:
     for name, stage in stages.items():
         if name in config.ray.fused:
             continue  # runs in the ingest replicas
-        options = deployment_options(name, stage.resources, getattr(config.ray, name))
+        options = deployment_options(name, stage.resources, config.ray.pool(name))
         pools.append(serve.deployment(**options)(ModelPool).bind(config_json, name))
     writer = serve.deployment(
         name=WRITER,

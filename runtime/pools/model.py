@@ -8,7 +8,7 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from core.config import PoolSettings, ServiceConfig
+from core.config import ServiceConfig
 from core.records import Chunk, EarlierResult, VideoRef, VideoResult
 from runtime.activity import ActivitySnapshot
 from runtime.executor import PooledChunk
@@ -31,7 +31,7 @@ class ModelPool:
             built.serve_continuously()
             self._continuous = built
         self._runner = StageRunner(built)
-        pool: PoolSettings = getattr(config.ray, stage)
+        pool = config.ray.pool(stage)
         self._batch.set_max_batch_size(pool.max_batch_size)  # type: ignore[attr-defined]
         self._batch.set_batch_wait_timeout_s(pool.batch_wait_timeout_s)  # type: ignore[attr-defined]
 

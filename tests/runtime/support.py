@@ -16,6 +16,7 @@ from devkit.samples import Scene, write_video
 from runtime.executor import StageExecutor
 from runtime.processor import VideoProcessor
 from runtime.results import ResultStore
+from runtime.video_stages import VideoStages
 from stages.pipeline import Pipeline
 from storage.base import ObjectStore
 from storage.local import LocalObjectStore
@@ -31,14 +32,17 @@ def processor(
     **runtime: Any,
 ) -> VideoProcessor:
     """A processor of ``config`` (its runtime settings changed by ``runtime``), persisting
-    chunks in ``chunks`` (default: the configured folder)."""
+    chunks in ``chunks`` (default: the configured folder), running the configured video
+    stages."""
+    pipeline = Pipeline.from_config(config)
     return VideoProcessor(
         store=store,
         executor=executor,
         results=results,
         chunks=ChunkStore(chunks or LocalObjectStore(config.storage.object_store_uri)),
-        lineage=Pipeline.from_config(config).lineage,
+        lineage=pipeline.lineage,
         settings=config.runtime.model_copy(update=runtime),
+        video_stages=VideoStages(pipeline.video_stages),
     )
 
 

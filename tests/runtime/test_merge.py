@@ -12,7 +12,7 @@ import numpy as np
 from core.config import ServiceConfig
 from core.records import Chunk, Frame, OcrLine
 from runtime.executor import merge_outputs
-from stages.base import Stage
+from stages.base import PIXELS, Stage
 from stages.pipeline import Pipeline
 
 
@@ -20,6 +20,7 @@ class _PixelVector(Stage[Chunk, Chunk]):
     """An image stage of a kind no stage of the service is: it declares ``embedding``."""
 
     name = "pixel_vector"
+    reads = (PIXELS,)
     fills = ("embedding",)
 
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
@@ -48,8 +49,7 @@ def _read(chunk: Chunk) -> Chunk:
 
 def test_a_declared_field_of_a_new_image_stage_is_kept_beside_ocr() -> None:
     plain = Pipeline.from_config(ServiceConfig.load())
-    stages = (*plain.image_stages, _PixelVector())
-    lineage = dataclasses.replace(plain, image_stages=stages).lineage
+    lineage = Pipeline((*plain.stages, _PixelVector())).lineage
     assert lineage.analysed_fields == ("ocr_lines", "embedding")
     chunk = _chunk()
     ocr = _read(_copy(chunk))
@@ -85,3 +85,33 @@ def test_the_first_output_with_a_value_wins() -> None:
     vectors = [f.image_embedding for f in merged]
     assert all(vector is not None for vector in vectors)
     assert [vector.tolist() for vector in vectors if vector is not None] == [[1, 1], [0, 0]]
+
+
+class _Brightness(Stage[Chunk, Chunk]):
+    """A stage from another package: what it fills is no ``Frame`` field (``Frame.extras``)."""
+
+    name = "brightness"
+    reads = (PIXELS,)
+    fills = ("brightness",)
+
+    def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
+        for chunk in items:
+            for frame in chunk.frames:
+                if frame.image is not None:
+                    frame.extras["brightness"] = float(frame.image.mean()) + frame.index
+        return list(items)
+
+
+def test_an_output_that_is_no_frame_field_is_merged_in_extras() -> None:
+    plain = Pipeline.from_config(ServiceConfig.load())
+    lineage = Pipeline((*plain.stages, _Brightness())).lineage
+    assert lineage.analysed_fields == ("ocr_lines", "brightness")
+    chunk = _chunk()
+    ocr = _read(_copy(chunk))
+    (bright,) = _Brightness().process_batch([_copy(chunk)])
+    for outputs in ([ocr, bright], [bright, ocr]):
+        merged = merge_outputs(outputs, lineage.analysed_fields)
+        for frame in merged.frames:
+            assert frame.ocr_text == f"TEXT {frame.index}"
+            assert frame.extras == {"brightness": float(frame.index)}
+            assert frame.output("brightness") == float(frame.index)

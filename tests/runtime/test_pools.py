@@ -164,9 +164,7 @@ def test_pools_start_from_the_stages_declarations(tmp_path: Path) -> None:
     stages = {"decode": pipeline.decode, **later_stages(pipeline)}
 
     granted = {
-        name: deployment_options(name, stage.resources, getattr(config.ray, name))[
-            "ray_actor_options"
-        ]
+        name: deployment_options(name, stage.resources, config.ray.pool(name))["ray_actor_options"]
         for name, stage in stages.items()
     }
 

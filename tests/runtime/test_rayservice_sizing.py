@@ -79,7 +79,7 @@ def test_the_manifest_deploys_the_pools_as_the_code_sizes_them() -> None:
     expected = {INGEST: deployment_options(INGEST, pipeline.decode.resources, config.ray.decode)}
     for name, stage in later_stages(pipeline).items():
         if name not in config.ray.fused:
-            expected[name] = deployment_options(name, stage.resources, getattr(config.ray, name))
+            expected[name] = deployment_options(name, stage.resources, config.ray.pool(name))
     pools = {d.name: d for d in built(apps["reelsense-pools"])}
     assert set(expected) <= set(pools)
     for name, options in expected.items():

@@ -1,6 +1,6 @@
 """What the stages declare agrees with what ``core`` lists by name (``core.stage_names``, which
-may not import the stages): every stage once, in pipeline order, and ``FUSABLE`` the stages
-whose ``fusion`` lets them run inside the decode replicas."""
+may not import the stages): every stage of the service once, in pipeline order, in the registry
+too, and ``FUSABLE`` the stages whose ``fusion`` lets them run inside the decode replicas."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from core.pipeline_settings import RaySettings
 from core.stage_names import ALL, FUSABLE
 from stages import pipeline  # noqa: F401 - imports every stage of the service
 from stages.base import Fusion, Stage
+from stages.registry import BUILT_IN
 
 
 def _service_stages() -> list[type[Stage[object, object]]]:
@@ -25,6 +26,7 @@ def _service_stages() -> list[type[Stage[object, object]]]:
 
 def test_every_stage_is_named_once() -> None:
     assert [cls.name for cls in _service_stages()] == list(ALL)
+    assert [cls.name for cls in BUILT_IN] == list(ALL)
 
 
 def test_fusable_is_what_the_stages_declare() -> None:

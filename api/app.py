@@ -102,7 +102,6 @@ def create_app(
         heartbeat_s=heartbeat_s,
         health_timeout_s=health_timeout_s,
         stages=tuple(stages),
-        search_kinds=tuple(search_kinds),
     ).install(app)
     app.add_middleware(RequestMetrics)
     install_error_handlers(app)
@@ -111,7 +110,7 @@ def create_app(
     # The order of the schema's paths: videos, search, dead letters, events, operations.
     app.include_router(video_routes(max_page))
     app.include_router(result_routes())
-    app.include_router(search_routes)
+    app.include_router(search_routes(search_kinds))
     app.include_router(dead_letter_routes(max_page))
     app.include_router(event_routes)
     app.include_router(operation_routes)

@@ -21,7 +21,6 @@ from api.limits import RateLimit
 from api.models import shown
 from api.progress_hub import ProgressHub
 from checkpoint.base import CheckpointStore, VideoStatus
-from core.search import SEARCHED_KINDS
 from core.stage_names import ALL
 from storage.base import ObjectStore
 
@@ -54,7 +53,6 @@ class ApiContext:
     health_timeout_s: float = 2.0
     documents: DocumentCache = field(default_factory=DocumentCache)
     stages: tuple[str, ...] = ALL  # the pipeline's stages, in the order they run
-    search_kinds: tuple[str, ...] = SEARCHED_KINDS  # and the kinds its search finds
 
     def install(self, app: FastAPI) -> None:
         app.state.api_context = self

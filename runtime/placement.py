@@ -63,7 +63,9 @@ class Placement:
         """path -> ``profile:<name>`` for each setting the profile filled."""
         if self.profile is None:
             return {}
-        return dict.fromkeys(sorted(self.filled), profile_source(self.profile))
+        # ``ray.pools`` (the pools of stages from other packages) is shown as one setting.
+        paths = {"ray.pools" if p.startswith("ray.pools.") else p for p in self.filled}
+        return dict.fromkeys(sorted(paths), profile_source(self.profile))
 
 
 def placed(config: ServiceConfig) -> ServiceConfig:

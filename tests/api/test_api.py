@@ -38,7 +38,7 @@ from consumers.events import VideoDeleted, parse_event
 from consumers.publishing import publish_deletion
 from core.config import KafkaSettings
 from core.records import VideoRef
-from core.search import Method, SearchFilter, SegmentHit
+from core.search import SEARCHED_KINDS, Method, SearchFilter, SegmentHit
 from devkit.services import LocalProcess, free_port
 from devkit.workload import read_records
 from models.embedding import E5Embedder
@@ -259,6 +259,23 @@ async def test_search_returns_places_best_first(
     assert {h["video_id"] for h in text.json()["hits"]} == {"rival", "ad", "menu"}
     assert search.calls[0] == ("coffee", 3, SearchFilter(), "hybrid")
     assert search.calls[2] == ("coffee", 10, SearchFilter(kinds=("text",)), "text")
+
+
+async def test_the_search_takes_the_kinds_the_pipelines_video_stages_make_searchable(
+    store: RedisCheckpointStore, search_index: LanceSearchIndex
+) -> None:
+    search = Recorded(search_index)
+    app = create_app(store, tokens={}, search=search, search_kinds=[*SEARCHED_KINDS, "chapter"])
+    async with client_for(app) as client:
+        schema = (await client.get("/openapi.json")).json()
+        taken = await client.get("/v1/search", params={"q": "open", "kind": "chapter"})
+        refused = await client.get("/v1/search", params={"q": "open", "kind": "colour_run"})
+    (kind,) = [p for p in schema["paths"]["/v1/search"]["get"]["parameters"] if p["name"] == "kind"]
+    assert kind["schema"]["anyOf"][0]["items"]["enum"] == [*SEARCHED_KINDS, "chapter"]
+    assert taken.status_code == 200
+    assert search.calls == [("open", 10, SearchFilter(kinds=("chapter",)), "hybrid")]
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "invalid_request"
 
 
 async def test_search_filters_reach_the_index(

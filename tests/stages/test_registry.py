@@ -210,3 +210,41 @@ def test_two_packages_giving_one_name_are_refused(tmp_path: Path) -> None:
     install(tmp_path / "two", {"frames_again": "bad_stages:Frames"})
     with pytest.raises(PluginError, match="'frames_ok' is taken"):
         installed()
+
+
+def test_a_plug_ins_pool_starts_from_its_declaration_and_its_ray_pools_entry() -> None:
+    sys.path.insert(0, str(PLUGINS))
+    installed.cache_clear()
+    from runtime.placement import place
+    from runtime.pools.application import deployment_options
+    from runtime.pools.base import later_stages
+
+    pooled = ServiceConfig.load(
+        stages={"plugins": {"colour": {}}},
+        ray={"placement": "pools", "pools": {"colour": {"num_cpus": 0.25, "max_replicas": 3}}},
+        runtime={"executor": "ray"},
+    )
+    stage = later_stages(Pipeline.from_config(pooled))["colour"]
+    options = deployment_options("colour", stage.resources, pooled.ray.pool("colour"))
+    assert options["name"] == "colour"
+    assert options["ray_actor_options"]["num_cpus"] == 0.25
+    assert options["autoscaling_config"]["max_replicas"] == 3
+    assert "colour" not in place(pooled).config.ray.fused
+
+    # Laid out per core, it runs inside the decode replicas as it declares (Fusion.PER_CORE),
+    # unless its pool says otherwise.
+    per_core = ServiceConfig.load(
+        stages={"plugins": {"colour": {}}},
+        ray={"placement": "per_core", "num_cpus": 2},
+        runtime={"executor": "ray"},
+    )
+    placed = place(per_core)
+    assert "colour" in placed.config.ray.fused
+    assert "ray.pools.colour.fuse" in placed.filled
+    assert per_core.ray.pools == {}  # the user's configuration is left as it was
+    kept = ServiceConfig.load(
+        stages={"plugins": {"colour": {}}},
+        ray={"placement": "per_core", "num_cpus": 2, "pools": {"colour": {"fuse": False}}},
+        runtime={"executor": "ray"},
+    )
+    assert "colour" not in place(kept).config.ray.fused

@@ -46,7 +46,7 @@ class Pipeline:
                 "such a stage (entry points reelsense.stages)"
             )
         built = (stage_class.build(config) for stage_class in found.values())
-        return cls(tuple(stage for stage in built if stage is not None))
+        return cls(_in_reading_order([stage for stage in built if stage is not None]))
 
     def _named(self, name: str) -> Stage[Any, Any] | None:
         return next((stage for stage in self.stages if stage.name == name), None)
@@ -184,6 +184,29 @@ class Lineage:
         return frozenset(
             name for name in self.video_stages if earlier.get(name) == self.versions[name]
         )
+
+
+def _in_reading_order(stages: list[Stage[Any, Any]]) -> tuple[Stage[Any, Any], ...]:
+    """``stages`` with each video stage after the video stages it reads (the others keep
+    their places: they read only what the stages before them fill). A stage that reads
+    something must find at least one of its reads filled by a stage before it: a stage turned
+    on without the one it reads stops the pipeline here, with both named."""
+    ordered = [stage for stage in stages if stage.kind is not StageKind.VIDEO]
+    waiting = [stage for stage in stages if stage.kind is StageKind.VIDEO]
+    while waiting:
+        filled = {name for stage in ordered for name in (*stage.fills, stage.name)}
+        ready = next((s for s in waiting if not s.reads or set(s.reads) & filled), waiting[0])
+        ordered.append(ready)
+        waiting.remove(ready)
+    filled = set()
+    for stage in ordered:
+        if stage.reads and not set(stage.reads) & filled:
+            raise PluginError(
+                f"stage {stage.name} reads {', '.join(stage.reads)}, which no stage of this "
+                "pipeline fills before it: turn on the stage that fills it (stages.plugins)"
+            )
+        filled.update((*stage.fills, stage.name))
+    return tuple(ordered)
 
 
 def _text_stages(fills: Mapping[str, tuple[str, ...]]) -> frozenset[str]:

@@ -88,6 +88,22 @@ class HidesKind(VideoStage):
         return VideoOutput()
 
 
+class Chapters(VideoStage):
+    name = "z_chapters"
+    reads = ("ocr_lines",)
+
+    def analyse(self, result):
+        return VideoOutput()
+
+
+class Titles(VideoStage):
+    name = "a_titles"
+    reads = ("z_chapters",)
+
+    def analyse(self, result):
+        return VideoOutput()
+
+
 class ReadsPixels(VideoStage):
     name = "reads_pixels"
     reads = (PIXELS,)
@@ -167,6 +183,32 @@ def test_a_name_no_installed_package_gives_stops_the_pipeline_at_start() -> None
     config = ServiceConfig.load(stages={"plugins": {"no_such_stage": {}}})
     with pytest.raises(PluginError, match="no_such_stage: no installed package"):
         Pipeline.from_config(config)
+
+
+def test_a_stage_turned_on_without_the_one_it_reads_stops_the_pipeline() -> None:
+    sys.path.insert(0, str(PLUGINS))
+    installed.cache_clear()
+    config = ServiceConfig.load(stages={"plugins": {"colour_runs": {}}})
+    with pytest.raises(PluginError, match="colour_runs reads colour, which no stage"):
+        Pipeline.from_config(config)
+
+
+def test_a_video_stage_runs_after_the_video_stages_it_reads(tmp_path: Path) -> None:
+    install(
+        tmp_path / "chapters",
+        {"a_titles": "bad_stages:Titles", "z_chapters": "bad_stages:Chapters"},
+    )
+    config = ServiceConfig.load(stages={"plugins": {"a_titles": {}, "z_chapters": {}}})
+    pipeline = Pipeline.from_config(config)
+    assert [stage.name for stage in pipeline.video_stages] == ["z_chapters", "a_titles"]
+    versions = pipeline.lineage.versions
+    changed = ServiceConfig.load(
+        stages={"sample_fps": 3.0, "plugins": {"a_titles": {}, "z_chapters": {}}}
+    )
+    again = Pipeline.from_config(changed).lineage.versions
+    # Titles read the chapters, which read the text: new pixels reach both.
+    assert again["z_chapters"] != versions["z_chapters"]
+    assert again["a_titles"] != versions["a_titles"]
 
 
 def test_a_plug_ins_settings_are_checked_by_its_own_model() -> None:

@@ -117,7 +117,9 @@ class FinalTransitions:
         await self.drop_chunks(ref.video_id)
 
     async def _advance(self, run: VideoRun, stage: str, done: int) -> None:
-        """A video stage's progress: one step, done or not."""
+        """A video stage's progress: one step, done or not (each counts as the attempt's
+        progress, ``runtime.stall_s``)."""
+        run.heartbeat.beat()
         await self._store.advance(run.ref.video_id, run.epoch, stage, done, 1)
 
     async def drop_chunks(self, video_id: str) -> None:

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class VideoStages:
-    """Runs the video stages, in pipeline order: a later one may read an earlier one's
-    output (``result.outputs``)."""
+    """Runs the video stages in the pipeline's order, which is their reading order: a later
+    one may read an earlier one's output (``result.outputs``)."""
 
     def __init__(self, stages: Sequence[VideoStage]) -> None:
         self._stages = tuple(stages)

@@ -35,6 +35,8 @@ def frames_schema(dim: int) -> pa.Schema:
             pa.field("ocr_text", pa.string()),
             pa.field("ocr_lines", pa.list_(line)),
             pa.field("caption", pa.string()),
+            # What stages from other packages found in the frame (``Frame.extras``), as JSON.
+            pa.field("extras", pa.string()),
             pa.field("embedding", pa.list_(pa.float32(), dim)),
             pa.field("pipeline_version", pa.string()),
             pa.field("written_at", pa.timestamp("us", tz="UTC")),
@@ -86,6 +88,9 @@ class LanceFrameSink(EmbeddingRowsSink):
                     [{"text": line.text, "score": float(line.score)} for line in frame.ocr_lines]
                 )
                 columns["caption"].append(frame.caption)
+                columns["extras"].append(
+                    json.dumps(frame.extras, sort_keys=True) if frame.extras else None
+                )
                 columns["embedding"].append(frame.embedding)
                 columns["pipeline_version"].append(result.pipeline_version)
                 columns["written_at"].append(written_at)

@@ -22,6 +22,7 @@ from core.search import SearchFilter
 from devkit.samples import Scene, write_video
 from runtime.local_executor import LocalExecutor
 from runtime.results import LocalResults
+from sinks.lance import LanceFrameSink
 from sinks.object_store import document_key
 from sinks.segments import LanceSegmentSink
 from stages.decode import FRAMES_DECODED
@@ -126,6 +127,9 @@ async def test_a_frames_and_a_video_stage_of_another_package_fill_the_result(
     assert all(s["searchable"] for s in runs["segments"])
     assert {"colour", "colour_runs"} <= set(doc["stage_versions"])
 
+    # The frames table holds each sample's, as JSON beside the service's own columns.
+    stored = LanceFrameSink(both.storage.lance_uri).frame_rows(ref.video_id)
+    assert [json.loads(row["extras"])["colour"] for row in stored] == colours
     # The segments table holds them by their kind; search finds them by it.
     rows = LanceSegmentSink(both.storage.lance_uri).segment_rows(ref.video_id, "colour_run")
     assert [row["text"] for row in rows] == ["white screen", "blue screen"]

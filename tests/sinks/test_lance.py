@@ -273,3 +273,26 @@ def test_two_writers_inserting_the_same_new_video_leave_one_row_per_key(
     summary_a.write([make_result("twice", frames=5)])
     summary_b.write([make_result("twice", frames=5)])
     assert summary_a.count_rows() == 3
+
+
+def test_a_frames_table_from_before_extras_gets_the_column_and_keeps_its_rows(
+    tmp_path: Path,
+) -> None:
+    """What stages from other packages find in a frame is stored as JSON in ``extras``; a
+    table written before the column existed gains it (null in its old rows) at the next
+    write."""
+    table = LanceTable(str(tmp_path / "frames.lance"))
+    old = pa.schema([field for field in frames_schema(DIM) if field.name != "extras"])
+    table.create(old, keys=LanceFrameSink.KEYS)
+    lance.write_dataset(
+        LanceFrameSink.rows_of([make_result("old", frames=2)], DIM).drop_columns(["extras"]),
+        table.uri,
+        mode="append",
+    )
+    sink = LanceFrameSink(table)
+    found = make_result("new", frames=2)
+    found.frames[1].extras["colour"] = "blue"
+    sink.write([found])
+
+    assert [row["extras"] for row in sink.frame_rows("old")] == [None, None]
+    assert [row["extras"] for row in sink.frame_rows("new")] == [None, '{"colour": "blue"}']

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from core.outputs import VideoOutput
 from core.records import VideoResult
+from runtime.metrics import PipelineMetrics
 from stages.base import VideoStage
 from stages.errors import StageFailed
 
@@ -29,8 +30,13 @@ class VideoStages:
     """Runs the video stages in the pipeline's order, which is their reading order: a later
     one may read an earlier one's output (``result.outputs``)."""
 
-    def __init__(self, stages: Sequence[VideoStage]) -> None:
+    def __init__(
+        self, stages: Sequence[VideoStage], metrics: PipelineMetrics | None = None
+    ) -> None:
+        """``metrics``: where each stage's calls are counted, as the frames stages' are
+        (``reelsense_stage_*``, by stage)."""
         self._stages = tuple(stages)
+        self._metrics = metrics or PipelineMetrics()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="video-stages")
         self._set_up: set[str] = set()  # touched on that thread only
 
@@ -60,10 +66,16 @@ class VideoStages:
             current = replace(result, outputs=dict(outputs))
             started = time.monotonic()
             loop = asyncio.get_running_loop()
-            outputs[stage.name] = await loop.run_in_executor(
-                self._thread, self._run, stage, current
-            )
-            timings[stage.name] = time.monotonic() - started
+            self._metrics.stage_sent(stage.name)
+            try:
+                outputs[stage.name] = await loop.run_in_executor(
+                    self._thread, self._run, stage, current
+                )
+            finally:
+                timings[stage.name] = time.monotonic() - started
+                ok = stage.name in outputs
+                frames = len(result.frames)
+                self._metrics.stage_returned(stage.name, frames, timings[stage.name], ok=ok)
             await advance(stage.name, 1)
         return replace(result, outputs=outputs, timings=timings)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from checkpoint.base import VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
@@ -184,6 +185,11 @@ async def test_a_video_stage_added_to_finished_videos_decodes_nothing(
     assert "colour_runs" in status.timings
 
 
+def calls(stage: str, outcome: str) -> float:
+    labels = {"stage": stage, "outcome": outcome}
+    return REGISTRY.get_sample_value("reelsense_stage_chunks_total", labels) or 0.0
+
+
 def versions_of(config: ServiceConfig) -> dict[str, str]:
     return dict(Pipeline.from_config(config).lineage.versions)
 
@@ -193,7 +199,11 @@ async def test_a_failing_video_stage_fails_its_video_alone_with_the_stage_named(
 ) -> None:
     bad, good = white_then_blue(root, "bad"), white_then_blue(root, "good")
     failing = with_plugins(config, colour_runs={"fail_on": "bad"})
+    before = {outcome: calls("colour_runs", outcome) for outcome in ("ok", "error")}
     await run(failing, store, bad, good)
+    # Counted like the frames stages' calls: the failed one (each attempt) and the good one.
+    assert calls("colour_runs", "ok") - before["ok"] == 1
+    assert calls("colour_runs", "error") - before["error"] >= 1
     status = await settled(store, "bad", VideoState.FAILED)
     assert (status.error_code, status.stage) == ("stage_failed", "colour_runs")
     assert "asked to fail on this video" in (status.error_message or "")

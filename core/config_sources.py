@@ -36,16 +36,11 @@ def profile_source(profile: str) -> str:
     return f"profile:{profile}"
 
 
-def settings_of(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
+def settings_of(model: BaseModel) -> Iterator[tuple[str, Any]]:
     """Every setting of ``model`` as (path, value), in declaration order; a field that holds a
     model is walked into, a collection (a tuple of subscriptions, a mapping) is one setting."""
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        path = f"{prefix}{name}"
-        if isinstance(value, BaseModel):
-            yield from settings_of(value, f"{path}.")
-        else:
-            yield path, value
+    for path, value, _ in _settings(model, (), True):
+        yield ".".join(path), value
 
 
 def sources_of(model: BaseModel, layers: Sequence[Layer]) -> dict[str, str]:
@@ -53,29 +48,25 @@ def sources_of(model: BaseModel, layers: Sequence[Layer]) -> dict[str, str]:
     path, else ``environment`` where pydantic counts the field as given though no layer gave
     it (a settings model reads nothing else: no dotenv, no secrets folder), else ``default``."""
     found: dict[str, str] = {}
-    _trace(model, (), True, layers, found)
+    for path, _, given in _settings(model, (), True):
+        source = next((source for source, values in layers if _holds(values, path)), None)
+        found[".".join(path)] = source or (ENVIRONMENT if given else DEFAULT)
     return found
 
 
-def _trace(
-    model: BaseModel,
-    path: tuple[str, ...],
-    given: bool,
-    layers: Sequence[Layer],
-    found: dict[str, str],
-) -> None:
+def _settings(
+    model: BaseModel, path: tuple[str, ...], given: bool
+) -> Iterator[tuple[tuple[str, ...], Any, bool]]:
+    """The one walk of both: each setting's path, value, and whether pydantic counts it as
+    given (a nested model's field only down a line of fields each given in its parent)."""
     for name in type(model).model_fields:
         here = (*path, name)
         value = getattr(model, name)
-        # A nested model counts as given only down a line of fields each given in its parent.
         given_here = given and name in model.model_fields_set
         if isinstance(value, BaseModel):
-            _trace(value, here, given_here, layers, found)
-            continue
-        source = next((source for source, values in layers if _holds(values, here)), None)
-        if source is None:
-            source = ENVIRONMENT if given_here else DEFAULT
-        found[".".join(here)] = source
+            yield from _settings(value, here, given_here)
+        else:
+            yield here, value, given_here
 
 
 def _holds(values: object, path: tuple[str, ...]) -> bool:

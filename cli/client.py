@@ -26,7 +26,14 @@ from checkpoint.base import VideoStatus
 from consumers.events import VideoUploaded
 from core.config import KafkaSettings, ServiceConfig, StorageSettings
 from devkit.progress_view import is_final, progress_table
-from devkit.result_view import clock, frames_table, result_table, shots_table, transcript
+from devkit.result_view import (
+    clock,
+    frames_table,
+    outputs_table,
+    result_table,
+    shots_table,
+    transcript,
+)
 from devkit.stack import read_state
 from storage.errors import StoreRejected, StoreUnavailable
 from storage.uri import object_store_from_uri
@@ -261,6 +268,8 @@ def show_result(args: argparse.Namespace) -> int:
     console.print(shots_table(body))
     console.print(transcript(body))
     console.print(result_table(body))
+    if (outputs := outputs_table(body)) is not None:
+        console.print(outputs)
     if body.get("frames") is not None:
         console.print(frames_table(body["frames"]))
     return 0

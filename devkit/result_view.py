@@ -3,6 +3,7 @@ its transcript, its text on screen over time and each sample's lines."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.console import Group
@@ -71,14 +72,40 @@ def shots_table(body: dict[str, Any]) -> Table:
 
 
 def frames_table(frames: list[dict[str, Any]]) -> Table:
-    """Each sample's OCR lines (a ``?frames=true`` answer's ``frames``), a row per sample."""
+    """Each sample's OCR lines (a ``?frames=true`` answer's ``frames``), a row per sample, and
+    what stages from other packages found in it, where any did."""
     table = Table(title="OCR lines per sample")
     table.add_column("at", no_wrap=True)
     table.add_column("lines")
+    extras = any(frame.get("extras") for frame in frames)
+    if extras:
+        table.add_column("other stages")
     for frame in frames:
-        table.add_row(
-            clock(frame["timestamp_s"]), " | ".join(x["text"] for x in frame["ocr_lines"])
-        )
+        cells = [clock(frame["timestamp_s"]), " | ".join(x["text"] for x in frame["ocr_lines"])]
+        if extras:
+            found = frame.get("extras") or {}
+            cells.append(", ".join(f"{name}: {found[name]}" for name in sorted(found)))
+        table.add_row(*cells)
+    return table
+
+
+def outputs_table(body: dict[str, Any]) -> Table | None:
+    """What the video stages found (a result's ``outputs``): each segment, when, of which
+    kind, by which stage; a stage that gave no segment shows its data. None without any."""
+    outputs: dict[str, Any] = body.get("outputs") or {}
+    if not outputs:
+        return None
+    table = Table(title=f"{body['video']['video_id']}: video stages")
+    table.add_column("stage")
+    table.add_column("kind")
+    table.add_column("when", no_wrap=True)
+    table.add_column("found")
+    for stage, output in outputs.items():
+        if not output["segments"]:
+            table.add_row(stage, "", "", json.dumps(output["data"], ensure_ascii=False))
+        for segment in output["segments"]:
+            when = f"{clock(segment['start_s'])}–{clock(segment['end_s'])}"
+            table.add_row(stage, segment["kind"], when, segment["text"])
     return table
 
 

@@ -127,3 +127,16 @@ async def test_plug_in_stages_under_the_backfill_and_the_service(service_run: Se
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "colour" in shown.stdout
     assert "colour_runs" in shown.stdout
+    printed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "cli.main", "result", fresh, "--frames", "--api", api],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**installed_env(), "COLUMNS": "200"},
+        timeout=60,
+        check=False,
+    )
+    assert printed.returncode == 0, printed.stdout + printed.stderr
+    assert "blue screen" in printed.stdout  # the video stage's segments
+    assert "colour: blue" in printed.stdout  # the frames stage's finding per sample

@@ -202,10 +202,19 @@ class RaySettings(BaseSettings):
                 raise ValueError(f"ray.{name}: a stage with GPUs runs in a pool of its own")
         return self
 
+    @classmethod
+    def has_own_pool(cls, stage: str) -> bool:
+        """Whether ``stage``'s pool is a field of its own (the service's stages), rather than
+        an entry of ``pools`` (stages from other packages)."""
+        field = cls.model_fields.get(stage)
+        return field is not None and field.annotation is PoolSettings
+
     def pool(self, stage: str) -> PoolSettings:
         """The pool settings of ``stage``: its own field, or its entry of ``pools``."""
-        own = getattr(self, stage, None) if stage in type(self).model_fields else None
-        return own if isinstance(own, PoolSettings) else self.pools.get(stage, PoolSettings())
+        if self.has_own_pool(stage):
+            own: PoolSettings = getattr(self, stage)
+            return own
+        return self.pools.get(stage, PoolSettings())
 
     @property
     def fused(self) -> frozenset[str]:

@@ -90,7 +90,7 @@ def place(config: ServiceConfig) -> Placement:
         pool = ray.pool(name)
         if not pool.model_fields_set and stage.fusion is Fusion.PER_CORE:
             # A stage from another package has its pool in ``ray.pools``.
-            fills[f"ray.{name}" if name in ray.model_fields else f"ray.pools.{name}"] = {
+            fills[f"ray.{name}" if ray.has_own_pool(name) else f"ray.pools.{name}"] = {
                 "fuse": True
             }
         elif not pool.fuse:

@@ -6,9 +6,9 @@ from typing import Any
 from urllib.parse import quote
 
 from core.records import VideoResult
+from core.shots import video_shots
 from core.speech import Speech
 from sinks.object_store import document_key
-from sinks.views import views_of
 
 # The start of the text a `video.done` message carries; the rest is in the result document.
 DONE_TEXT_CHARS = 1000
@@ -27,7 +27,7 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
         "text_truncated": len(text) > DONE_TEXT_CHARS,
         "text_lines": text.count("\n") + 1 if text else 0,
         "text_chars": len(text),
-        "shots": len(views_of(result).shots),
+        "shots": len(video_shots(result.frames, result.probe.duration_s)),
         "speech": _speech_summary(result.speech),
         "timings": result.timings,
         "result": {

@@ -191,21 +191,26 @@ def _in_reading_order(stages: list[Stage[Any, Any]]) -> tuple[Stage[Any, Any], .
     their places: they read only what the stages before them fill). A stage that reads
     something must find at least one of its reads filled by a stage before it: a stage turned
     on without the one it reads stops the pipeline here, with both named."""
-    ordered = [stage for stage in stages if stage.kind is not StageKind.VIDEO]
-    waiting = [stage for stage in stages if stage.kind is StageKind.VIDEO]
-    while waiting:
-        filled = {name for stage in ordered for name in (*stage.fills, stage.name)}
-        ready = next((s for s in waiting if not s.reads or set(s.reads) & filled), waiting[0])
-        ordered.append(ready)
-        waiting.remove(ready)
-    filled = set()
-    for stage in ordered:
+    ordered: list[Stage[Any, Any]] = []
+    filled: set[str] = set()
+
+    def take(stage: Stage[Any, Any]) -> None:
         if stage.reads and not set(stage.reads) & filled:
             raise PluginError(
                 f"stage {stage.name} reads {', '.join(stage.reads)}, which no stage of this "
                 "pipeline fills before it: turn on the stage that fills it (stages.plugins)"
             )
+        ordered.append(stage)
         filled.update((*stage.fills, stage.name))
+
+    waiting = [stage for stage in stages if stage.kind is StageKind.VIDEO]
+    for stage in stages:
+        if stage.kind is not StageKind.VIDEO:
+            take(stage)
+    while waiting:
+        ready = next((s for s in waiting if not s.reads or set(s.reads) & filled), waiting[0])
+        waiting.remove(ready)
+        take(ready)
     return tuple(ordered)
 
 

@@ -114,9 +114,19 @@ async def test_plug_in_stages_under_the_backfill_and_the_service(service_run: Se
         assert {hit["video_id"] for hit in hits} == set(videos)
         assert all(hit["kinds"] == ["colour_run"] and hit["start_s"] == 1.0 for hit in hits)
 
-    shown = await asyncio.to_thread(
+    shown = await cli("status", fresh, "--api", api)
+    assert "colour" in shown
+    assert "colour_runs" in shown
+    printed = await cli("result", fresh, "--frames", "--api", api)
+    assert "blue screen" in printed  # the video stage's segments
+    assert "colour: blue" in printed  # the frames stage's finding per sample
+
+
+async def cli(*args: str) -> str:
+    """What ``reelsense ARGS`` prints, with the plug-in package installed; asserted to exit 0."""
+    done = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "cli.main", "status", fresh, "--api", api],
+        [sys.executable, "-m", "cli.main", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -124,19 +134,5 @@ async def test_plug_in_stages_under_the_backfill_and_the_service(service_run: Se
         timeout=60,
         check=False,
     )
-    assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert "colour" in shown.stdout
-    assert "colour_runs" in shown.stdout
-    printed = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "cli.main", "result", fresh, "--frames", "--api", api],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**installed_env(), "COLUMNS": "200"},
-        timeout=60,
-        check=False,
-    )
-    assert printed.returncode == 0, printed.stdout + printed.stderr
-    assert "blue screen" in printed.stdout  # the video stage's segments
-    assert "colour: blue" in printed.stdout  # the frames stage's finding per sample
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout

@@ -137,13 +137,20 @@ def clean_path() -> Iterator[None]:
     installed.cache_clear()
 
 
+@pytest.fixture
+def colour_stages() -> None:
+    """The example package installed (``clean_path`` takes it away again)."""
+    sys.path.insert(0, str(PLUGINS))
+    installed.cache_clear()
+
+
 def test_the_services_own_stages_come_first_in_pipeline_order() -> None:
     assert list(installed()) == [cls.name for cls in BUILT_IN]
 
 
-def test_an_installed_package_adds_its_stages_and_configuration_turns_them_on() -> None:
-    sys.path.insert(0, str(PLUGINS))
-    installed.cache_clear()
+def test_an_installed_package_adds_its_stages_and_configuration_turns_them_on(
+    colour_stages: None,
+) -> None:
     assert list(installed())[-2:] == ["colour", "colour_runs"]
     plain = Pipeline.from_config(ServiceConfig.load())
     assert "colour" not in [stage.name for stage in plain.stages]  # installed, not named
@@ -159,9 +166,9 @@ def test_an_installed_package_adds_its_stages_and_configuration_turns_them_on() 
     assert set(new) - set(old) == {"colour", "colour_runs"}
 
 
-def test_a_stage_reads_the_versions_of_the_stages_that_fill_what_it_reads() -> None:
-    sys.path.insert(0, str(PLUGINS))
-    installed.cache_clear()
+def test_a_stage_reads_the_versions_of_the_stages_that_fill_what_it_reads(
+    colour_stages: None,
+) -> None:
 
     def versions(**stages: object) -> dict[str, str]:
         plugins = {"colour": stages.pop("colour", {}), "colour_runs": {}}
@@ -185,9 +192,7 @@ def test_a_name_no_installed_package_gives_stops_the_pipeline_at_start() -> None
         Pipeline.from_config(config)
 
 
-def test_a_stage_turned_on_without_the_one_it_reads_stops_the_pipeline() -> None:
-    sys.path.insert(0, str(PLUGINS))
-    installed.cache_clear()
+def test_a_stage_turned_on_without_the_one_it_reads_stops_the_pipeline(colour_stages: None) -> None:
     config = ServiceConfig.load(stages={"plugins": {"colour_runs": {}}})
     with pytest.raises(PluginError, match="colour_runs reads colour, which no stage"):
         Pipeline.from_config(config)
@@ -211,9 +216,7 @@ def test_a_video_stage_runs_after_the_video_stages_it_reads(tmp_path: Path) -> N
     assert again["a_titles"] != versions["a_titles"]
 
 
-def test_a_plug_ins_settings_are_checked_by_its_own_model() -> None:
-    sys.path.insert(0, str(PLUGINS))
-    installed.cache_clear()
+def test_a_plug_ins_settings_are_checked_by_its_own_model(colour_stages: None) -> None:
     config = ServiceConfig.load(stages={"plugins": {"colour_runs": {"min_run_s": -1}}})
     with pytest.raises(ValueError, match="min_run_s"):
         Pipeline.from_config(config)
@@ -254,9 +257,9 @@ def test_two_packages_giving_one_name_are_refused(tmp_path: Path) -> None:
         installed()
 
 
-def test_a_plug_ins_pool_starts_from_its_declaration_and_its_ray_pools_entry() -> None:
-    sys.path.insert(0, str(PLUGINS))
-    installed.cache_clear()
+def test_a_plug_ins_pool_starts_from_its_declaration_and_its_ray_pools_entry(
+    colour_stages: None,
+) -> None:
     from runtime.placement import place
     from runtime.pools.application import deployment_options
     from runtime.pools.base import later_stages

@@ -90,9 +90,7 @@ def place(config: ServiceConfig) -> Placement:
         pool = ray.pool(name)
         if not pool.model_fields_set and stage.fusion is Fusion.PER_CORE:
             # A stage from another package has its pool in ``ray.pools``.
-            fills[f"ray.{name}" if ray.has_own_pool(name) else f"ray.pools.{name}"] = {
-                "fuse": True
-            }
+            fills[f"ray.{name}" if ray.has_own_pool(name) else f"ray.pools.{name}"] = {"fuse": True}
         elif not pool.fuse:
             cpus = stage.resources.cpus if pool.num_cpus is None else pool.num_cpus
             pooled_cpus += cpus * pool.min_replicas

@@ -22,6 +22,7 @@ from core.api_settings import ApiSettings, InsecureConfig
 from core.config_sources import FILE, OVERRIDE, sources_of
 from core.pipeline_settings import (
     AsrSettings,
+    LabelSettings,
     LimitSettings,
     PoolSettings,
     RaySettings,
@@ -37,6 +38,7 @@ __all__ = [
     "BackfillSettings",
     "InsecureConfig",
     "KafkaSettings",
+    "LabelSettings",
     "LimitSettings",
     "NotifySettings",
     "PoolSettings",

@@ -53,6 +53,27 @@ class LimitSettings(BaseSettings):
     s3_sources: dict[str, tuple[str, ...]] = {}
 
 
+class LabelSettings(BaseModel):
+    """What is in the picture, on CPU (``stages.labels``): ImageNet classes per sample from
+    EfficientNet-Lite0, then the labels of each shot with the broader kinds they belong to
+    ("German shepherd" is also "dog" and "animal"), as searchable segments of kind ``label``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True  # False: neither stage runs, and no sample is classified
+    # Classes kept per sample (the most likely first); the rest of the 1000 are dropped.
+    top_k: int = Field(default=10, ge=1, le=100)
+    # A shot's label is kept when the mean probability of the class, or the summed probability
+    # of the classes of a kind, over the shot's samples reaches this share; weaker ones are
+    # dropped (an ImageNet classifier spreads its probability thin on what it has no class for).
+    min_score: float = Field(default=0.2, gt=0, le=1)
+    max_labels: int = Field(default=5, ge=1)  # per shot, the strongest first
+    threads: int = Field(default=1, ge=1)  # the classifier's threads (onnxruntime); speed only
+    # Where the network exported to ONNX is kept (exported once, with torch, at the first
+    # start); None: $XDG_CACHE_HOME/reelsense. Speed only.
+    cache_dir: str | None = None
+
+
 class StageSettings(BaseSettings):
     """Parameters of the stages; all of them feed the pipeline version."""
 
@@ -120,6 +141,8 @@ class StageSettings(BaseSettings):
     image_embed_model: str | None = None
     image_embed_batch_size: int = Field(default=16, ge=1)  # frames per forward pass
     image_embed_threads: int = Field(default=1, ge=1)  # torch CPU threads
+    # What is in the picture, on CPU: ImageNet labels per sample and per shot (``LabelSettings``).
+    labels: LabelSettings = LabelSettings()
     # Stages from other installed packages (the ``reelsense.stages`` entry points) to run, each
     # with its settings section (``{}`` for its defaults): name -> settings. An installed stage
     # not named here does not run.
@@ -186,6 +209,7 @@ class RaySettings(BaseSettings):
     fetch: PoolSettings = PoolSettings()
     decode: PoolSettings = PoolSettings()
     ocr: PoolSettings = PoolSettings()
+    labels: PoolSettings = PoolSettings()
     vlm: PoolSettings = PoolSettings()
     image_embed: PoolSettings = PoolSettings()
     embed: PoolSettings = PoolSettings()

@@ -7,13 +7,15 @@ from typing import Final
 FETCH: Final = "fetch"
 DECODE: Final = "decode"
 OCR: Final = "ocr"
+LABELS: Final = "labels"  # ImageNet classes per sample
 VLM: Final = "vlm"
 IMAGE_EMBED: Final = "image_embed"  # a vector per frame from its pixels
 EMBED: Final = "embed"
 SPEECH: Final = "speech"  # the audio track, beside the frames
+SHOT_LABELS: Final = "shot_labels"  # once per video: each shot's labels, from ``labels``
 
 #: Every stage, in pipeline order.
-ALL: Final = (FETCH, DECODE, OCR, VLM, IMAGE_EMBED, EMBED, SPEECH)
+ALL: Final = (FETCH, DECODE, OCR, LABELS, VLM, IMAGE_EMBED, EMBED, SPEECH, SHOT_LABELS)
 #: The stages that may run inside the decode replicas (``PoolSettings.fuse``): those whose
 #: ``Stage.fusion`` says so (a test holds the two together; ``core`` does not read the stages).
-FUSABLE: Final = (OCR, VLM, IMAGE_EMBED, EMBED)
+FUSABLE: Final = (OCR, LABELS, VLM, IMAGE_EMBED, EMBED)

@@ -51,6 +51,10 @@ def service_config(
         },
         limits={"file_roots": (str(root / "videos"),)},
         stages={"sample_fps": 1.0, "chunk_frames": 2},
+        # The labels in the ingest replicas: a pool of their own is one more than the CPUs
+        # these runs give Ray hold beside the others (their settings are written out whole,
+        # so no placement profile fills them).
+        ray={"labels": {"fuse": True}},
         notify={
             "webhook_secrets": (secret,),
             "subscriptions": (WebhookSubscription(url=hook_url),),

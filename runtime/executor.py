@@ -173,7 +173,11 @@ def merge_outputs(outputs: list[Chunk], fields: Collection[str]) -> Chunk:
         merged = replace(frame, image=None)
         for other in outputs[1:]:
             found = other.frames[position]
-            taken = {name: found.output(name) for name in fields if _empty(merged.output(name))}
+            taken = {
+                name: value
+                for name in fields
+                if _empty(merged.output(name)) and not _empty(value := found.output(name))
+            }
             merged = merged.with_outputs(taken) if taken else merged
         frames.append(merged)
     return replace(base, frames=frames)

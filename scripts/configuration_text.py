@@ -97,6 +97,7 @@ UNCOMMENTED: dict[str, str] = {
     "ray.decode": "The ingest replicas: fetching, probing and decoding, with speech "
     "recognition and every fused stage.",
     "ray.ocr": "The OCR pool.",
+    "ray.labels": "The labels stage's pool (ImageNet labels per sample).",
     "ray.vlm": "The VLM pool (GPU workers on a cluster); a stage with GPUs cannot fuse.",
     "ray.image_embed": "The image embedder's pool.",
     "ray.embed": "The text embedder's pool.",

@@ -175,9 +175,11 @@ def _rows(model: type[Any], key_prefix: str, env_prefix: str | None) -> Iterator
     for field, info in model.model_fields.items():
         annotation = info.annotation
         nested = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        type_text = (
-            "a pool (see [its fields](#stage-pool-fields))" if nested else _type_name(annotation)
-        )
+        type_text = _type_name(annotation)
+        if nested and annotation.__name__ == "PoolSettings":
+            type_text = "a pool (see [its fields](#stage-pool-fields))"
+        elif nested:
+            type_text = "a section (see [its fields](#label-fields))"
         if env_prefix is None:
             env = "in its section's variable"
         else:
@@ -211,7 +213,7 @@ def _first_paragraph(doc: str | None) -> str:
 
 
 def configuration_page() -> str:
-    from core.config import PoolSettings, ServiceConfig, WebhookSubscription
+    from core.config import LabelSettings, PoolSettings, ServiceConfig, WebhookSubscription
     from scripts.configuration_text import CONFIGURATION_INTRO
 
     out = [CONFIGURATION_INTRO.format(generated=GENERATED)]
@@ -229,10 +231,17 @@ def configuration_page() -> str:
         (
             PoolSettings,
             "Stage pool fields",
-            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.vlm`, `ray.image_embed` and "
-            "`ray.embed` holds these fields; in the environment the whole pool is one JSON "
-            "object (`REELSENSE_RAY_OCR='{\"num_cpus\": 1}'`). `ray.fetch` is not read: "
-            "fetching runs in the ingest replicas, which take `ray.decode`'s.",
+            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.labels`, `ray.vlm`, "
+            "`ray.image_embed` and `ray.embed` holds these fields; in the environment the "
+            "whole pool is one JSON object (`REELSENSE_RAY_OCR='{\"num_cpus\": 1}'`). "
+            "`ray.fetch` is not read: fetching runs in the ingest replicas, which take "
+            "`ray.decode`'s.",
+        ),
+        (
+            LabelSettings,
+            "Label fields",
+            "`stages.labels` holds these fields; in the environment the section is one JSON "
+            "object (`REELSENSE_STAGES_LABELS='{\"enabled\": false}'`).",
         ),
         (
             WebhookSubscription,
@@ -251,14 +260,20 @@ def configuration_page() -> str:
 
 def uncommented_unused() -> list[str]:
     """Entries of ``UNCOMMENTED`` naming no field, or a field the sources now describe."""
-    from core.config import PoolSettings, ServiceConfig, WebhookSubscription
+    from core.config import LabelSettings, PoolSettings, ServiceConfig, WebhookSubscription
     from scripts.configuration_text import UNCOMMENTED
 
     models: dict[str, type[Any]] = {
         section: info.annotation  # type: ignore[misc]
         for section, info in ServiceConfig.model_fields.items()
     }
-    models.update({"PoolSettings": PoolSettings, "WebhookSubscription": WebhookSubscription})
+    models.update(
+        {
+            "PoolSettings": PoolSettings,
+            "LabelSettings": LabelSettings,
+            "WebhookSubscription": WebhookSubscription,
+        }
+    )
     unused = []
     for key in UNCOMMENTED:
         owner, _, field = key.partition(".")
@@ -272,12 +287,15 @@ def uncommented_unused() -> list[str]:
 
 
 def openapi_schema() -> dict[str, Any]:
-    """The schema the progress API serves, from an app built as the service builds it (its
-    routes do not depend on the store, which is never called here)."""
+    """The schema the progress API serves, from an app built as the service builds it with the
+    default configuration (its routes do not depend on the store, which is never called
+    here; search's kinds are the default pipeline's)."""
     from api.app import create_app
     from checkpoint.redis_store import RedisCheckpointStore
     from core.api_settings import ApiSettings
-    from core.config import RedisSettings
+    from core.config import RedisSettings, ServiceConfig
+    from core.search import SEARCHED_KINDS
+    from stages.pipeline import Pipeline
 
     defaults = {name: info.default for name, info in ApiSettings.model_fields.items()}
     app = create_app(
@@ -287,6 +305,10 @@ def openapi_schema() -> dict[str, Any]:
         max_streams=defaults["max_streams"],
         max_streams_per_tenant=defaults["max_streams_per_tenant"],
         replays_per_minute=defaults["replays_per_minute"],
+        search_kinds=[
+            *SEARCHED_KINDS,
+            *Pipeline.from_config(ServiceConfig.load()).searchable_kinds,
+        ],
     )
     return app.openapi()
 

@@ -27,6 +27,7 @@ from stages.decode import DecodeSampleStage
 from stages.embed import EmbedStage
 from stages.fetch import FetchProbeStage
 from stages.image_embed import ImageEmbedStage
+from stages.labels import LabelsStage, ShotLabelsStage
 from stages.ocr import OcrStage
 from stages.speech import SpeechStage
 from stages.vlm import VlmStage
@@ -42,10 +43,12 @@ BUILT_IN: tuple[StageClass, ...] = (
     FetchProbeStage,
     DecodeSampleStage,
     OcrStage,
+    LabelsStage,
     VlmStage,
     ImageEmbedStage,
     EmbedStage,
     SpeechStage,
+    ShotLabelsStage,
 )
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{1,39}")

@@ -33,6 +33,7 @@ from api.search import SegmentSearch
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
 from core.description import ShotDescription
+from core.outputs import OutputSegment, VideoOutput
 from core.records import ShotBoundary, VideoRef, VideoResult
 from core.speech import Speech, SpeechSegment
 from devkit.services import free_port
@@ -146,7 +147,11 @@ def _result_of_done_1(objects: LocalObjectStore) -> VideoResult:
         error_code="audio_decode_error",
         error_message="cannot decode the audio track at 2.2 s",
     )
-    done = dataclasses.replace(result, frames=frames, speech=speech)
+    # The first shot's labels (shot_labels); the second has none strong enough.
+    labels = [{"name": "streetcar", "score": 0.41, "broader": False}]
+    segment = OutputSegment("label", 0.0, 1.5, "streetcar", {"shot": 0, "labels": labels}, True)
+    outputs = {"shot_labels": VideoOutput({"labels": labels}, (segment,))}
+    done = dataclasses.replace(result, frames=frames, speech=speech, outputs=outputs)
     ResultDocumentSink(objects).write([done])
     return done
 
@@ -410,7 +415,7 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
     await asyncio.to_thread(open_result, "done-1")
     shots = await _until(lambda: _texts(browser, "#shots li"), "the shots")
     assert [text.split("\n") for text in shots] == [
-        ["0:00.0–0:01.5 · start"],
+        ["0:00.0–0:01.5 · start", "streetcar 41%"],
         # The VLM's description: its caption (shown literally), scene and tags, safety labels.
         ["0:01.5–0:02.5 · cut", HOSTILE[:160], "outdoor · station · night", "safety: weapons"],
     ]
@@ -456,8 +461,9 @@ async def test_the_search_box_finds_places_and_opens_their_video(page: Page, bro
     await asyncio.to_thread(ask, "站台")  # Chinese for "platform"
     hits = await _until(lambda: _texts(browser, "#search-hits li"), "the hits")
     assert hits[0].split("\n") == [
-        "done-1 0:00.0–0:01.5 · speech, text",
-        "PLATFORM 9 · Mind the gap.",
+        # The first shot's label (a streetcar, at a platform) is near in meaning too.
+        "done-1 0:00.0–0:01.5 · label, speech, text",
+        "PLATFORM 9 · streetcar · Mind the gap.",
     ]
 
     def image_widths() -> list[int]:

@@ -34,10 +34,11 @@ pytestmark = pytest.mark.slow
 def fused_config(
     root: Path, redis_url: str, *, vlm: Path | None = None, decode_batch: int = 4
 ) -> ServiceConfig:
-    """OCR and embeddings fused into the decoder; a tiny VLM in a pool of its own if given."""
-    stages: dict[str, Any] = {}
+    """OCR and embeddings fused into the decoder; a tiny VLM in a pool of its own if given. The
+    labels are off: their pool would be one more on these cores, and they take OCR's path."""
+    stages: dict[str, Any] = {"labels": {"enabled": False}}
     if vlm:  # a caption of every sample: what the plumbing carries is checked frame by frame
-        stages = {
+        stages |= {
             "vlm_model": str(vlm),
             "vlm_output": "caption",
             "vlm_scope": "samples",

@@ -27,6 +27,7 @@ from rich.live import Live
 from checkpoint.base import VideoState, VideoStatus
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig, WebhookSubscription
+from devkit.photo_pans import DARKNET_SUBJECTS, write_darknet_pans
 from devkit.progress_view import is_final, progress_table
 from devkit.receiver import WebhookReceiver
 from devkit.result_view import result_table, shots_table, transcript
@@ -45,6 +46,9 @@ def run_demo(workdir: Path, *, videos: int, config_path: Path | None) -> int:
     with EmbeddedStack(workdir) as stack:
         console.print(f"[bold]broker[/] {stack.bootstrap}  [bold]redis[/] {stack.redis_url}")
         samples = write_demo_videos(workdir / "samples", count=videos)
+        photos = write_darknet_pans(workdir / "samples")
+        if photos is not None:  # what the labels stage finds needs pictures of real things
+            samples.append(SampleVideo(photos, (), 12, (640, 360), 0))
         console.print(f"wrote {len(samples)} sample videos under {workdir / 'samples'}")
         secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
         config = stack.config(base)
@@ -163,8 +167,9 @@ async def _print_results(
 
 
 def _print_checks(sample: SampleVideo, body: dict[str, Any]) -> None:
-    """Whether each text the sample shows was read, and how many words of each sentence it
-    says were heard (Whisper tiny.en mishears a word of espeak-ng's voice now and then)."""
+    """Whether each text the sample shows was read, how many words of each sentence it says
+    were heard (Whisper tiny.en mishears a word of espeak-ng's voice now and then), and for
+    the photographs whether each shot's labels name what it shows."""
     found = _normalise(" ".join(span["text"] for span in body["text_spans"]))
     for expected in sample.expected_texts:
         mark = "[green]found[/]" if _normalise(expected) in found else "[red]missing[/]"
@@ -176,6 +181,13 @@ def _print_checks(sample: SampleVideo, body: dict[str, Any]) -> None:
         count = sum(word in heard for word in words)
         colour = "green" if count == len(words) else "yellow" if count else "red"
         console.print(f"  said {sentence!r}: [{colour}]heard {count}/{len(words)} words[/]")
+    if not sample.scenes:  # the photographs: what each shot shows
+        segments = body.get("outputs", {}).get("shot_labels", {}).get("segments", [])
+        shown = {s["attributes"]["shot"]: s["attributes"]["labels"] for s in segments}
+        for shot, (photo, kind) in enumerate(DARKNET_SUBJECTS.items()):
+            names = [label["name"] for label in shown.get(shot, [])]
+            mark = "[green]found[/]" if kind in names else "[red]missing[/]"
+            console.print(f"  shot {shot} ({photo}.jpg) shows {kind!r}: {mark}")
 
 
 async def _wait_for_webhooks(receiver: WebhookReceiver, count: int) -> None:
@@ -185,8 +197,9 @@ async def _wait_for_webhooks(receiver: WebhookReceiver, count: int) -> None:
 
 
 # The demo's searches: an English word among the signs, shown in Chinese only; a Chinese
-# question answered by an English sentence (said in the invoice video); and a word anywhere.
-SEARCHES = (("welcome", "text"), ("付款前请检查发票", "speech"), ("welcome", None))
+# question answered by an English sentence (said in the invoice video); a word anywhere; and
+# what a photograph shows, asked in Chinese ("dog").
+SEARCHES = (("welcome", "text"), ("付款前请检查发票", "speech"), ("welcome", None), ("狗", "label"))
 
 
 async def _search_example(api_url: str) -> None:

@@ -58,17 +58,35 @@ def speech_summary(speech: dict[str, Any] | None) -> Text:
 
 
 def shots_table(body: dict[str, Any]) -> Table:
-    """The shots of a ``/v1/videos/{id}/result`` answer: when, how each begins, its keyframe."""
+    """The shots of a ``/v1/videos/{id}/result`` answer: when, how each begins, its keyframe,
+    and what is shown in it (the ``shot_labels`` stage's labels, where it ran)."""
     table = Table(title=f"{body['video']['video_id']}: shots")
     table.add_column("shot", justify="right")
     table.add_column("when", no_wrap=True)
     table.add_column("begins with")
     table.add_column("keyframe", no_wrap=True)
+    segments = ((body.get("outputs") or {}).get("shot_labels") or {}).get("segments")
+    labels = {s["attributes"]["shot"]: s["attributes"]["labels"] for s in segments or ()}
+    if segments is not None:
+        table.add_column("shows")
     for shot in body["shots"]:
         when = f"{clock(shot['start_s'])}–{clock(shot['end_s'])}"
         keyframe = "-" if shot["keyframe_s"] is None else clock(shot["keyframe_s"])
-        table.add_row(str(shot["index"]), when, shot["entered_by"], keyframe)
+        cells = [str(shot["index"]), when, shot["entered_by"], keyframe]
+        if segments is not None:
+            cells.append(scored(labels.get(shot["index"], [])) or "-")
+        table.add_row(*cells)
     return table
+
+
+def scored(found: Any, most: int = 5) -> str:
+    """Labels with scores (``[{"name", "score"}]``) as "dog 77%, animal 77%", the first
+    ``most`` of them; any other value as it is."""
+    if isinstance(found, list) and all(isinstance(x, dict) and "name" in x for x in found):
+        return ", ".join(
+            f"{x['name']} {round(100 * float(x.get('score', 0)))}%" for x in found[:most]
+        )
+    return str(found)
 
 
 def frames_table(frames: list[dict[str, Any]]) -> Table:
@@ -84,7 +102,7 @@ def frames_table(frames: list[dict[str, Any]]) -> Table:
         cells = [clock(frame["timestamp_s"]), " | ".join(x["text"] for x in frame["ocr_lines"])]
         if extras:
             found = frame.get("extras") or {}
-            cells.append(", ".join(f"{name}: {found[name]}" for name in sorted(found)))
+            cells.append(", ".join(f"{name}: {scored(found[name], 3)}" for name in sorted(found)))
         table.add_row(*cells)
     return table
 

@@ -46,6 +46,25 @@ if [ ! -x "$valkey" ]; then
     fi
 fi
 
+# The photographs Debian's darknet package ships (a dog, an eagle, a giraffe, horses, a person)
+# for the labels stage's tests and the demo: only unpacked, to /opt/darknet, as the package
+# itself would pull OpenCV's libraries.
+photos=/opt/darknet/usr/share/darknet/data
+if [ ! -e "$photos/dog.jpg" ] && [ ! -e /usr/share/darknet/data/dog.jpg ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        deb=$(mktemp -d)
+        chmod 755 "$deb"
+        chown _apt "$deb" 2>/dev/null || true
+        (cd "$deb" && apt-get download -qq darknet)
+        dpkg-deb -x "$deb"/darknet_*.deb "$deb/x"
+        mkdir -p "$photos"
+        cp "$deb"/x/usr/share/darknet/data/*.jpg "$photos/"
+        rm -rf "$deb"
+    else
+        echo "warning: cannot unpack darknet's photos without root; the labels tests need them" >&2
+    fi
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv

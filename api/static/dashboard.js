@@ -215,6 +215,12 @@
     ];
   }
 
+  // What is shown in each shot (the shot_labels stage): its labels, strongest first.
+  function shotLabels(body) {
+    const segments = body.outputs?.shot_labels?.segments ?? [];
+    return new Map(segments.map((segment) => [segment.attributes.shot, segment.attributes.labels]));
+  }
+
   // <img> cannot send an Authorization header: thumbnails are fetched and shown as blobs.
   async function thumbnail(url) {
     const response = await fetch(url, { headers: authHeaders() });
@@ -236,6 +242,7 @@
     document.getElementById("result-json").href = path;
     document.getElementById("result-vtt").href = `${path}.vtt?track=text`;
     document.getElementById("result-speech-vtt").href = `${path}.vtt?track=speech`;
+    const labelled = shotLabels(body);
     const shots = await Promise.all(
       body.shots.map(async (shot) =>
         el(
@@ -244,6 +251,9 @@
           shot.thumbnail_url ? await thumbnail(shot.thumbnail_url) : el("span", { class: "no-thumb meta", text: "no sample" }),
           el("span", { class: "meta", text: `${clock(shot.start_s)}–${clock(shot.end_s)} · ${shot.entered_by}` }),
           ...(shot.description ? describe(shot.description) : []),
+          ...(labelled.has(shot.index)
+            ? [el("span", { class: "labels", text: labelled.get(shot.index).map((l) => `${l.name} ${Math.round(l.score * 100)}%`).join(" · ") })]
+            : []),
         ),
       ),
     );

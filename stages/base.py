@@ -21,13 +21,15 @@ from typing import ClassVar, Generic, Self, TypeVar
 
 from core.config import ServiceConfig
 from core.outputs import VideoOutput
-from core.records import VideoResult
+from core.records import Chunk, VideoResult
+from models.base import ModelEngine
 from stages.errors import StageFailed
 
 log = logging.getLogger(__name__)
 
 InT = TypeVar("InT")
 OutT = TypeVar("OutT")
+EngineT = TypeVar("EngineT", bound=ModelEngine)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,34 @@ class Stage(ABC, Generic[InT, OutT]):
 
     def teardown(self) -> None:
         """Release what ``setup()`` took."""
+
+
+class EngineStage(Stage[Chunk, Chunk], Generic[EngineT]):
+    """A frames stage around one model engine (``models.base``): ``new_engine()`` makes it from
+    the stage's settings, without loading (its ``model_id`` feeds the version); ``setup()``
+    loads it in the worker, ``engine`` is it once loaded, ``teardown()`` closes it."""
+
+    _engine: EngineT | None = None
+
+    @abstractmethod
+    def new_engine(self) -> EngineT:
+        """The engine as the settings describe it, not loaded."""
+
+    @property
+    def engine(self) -> EngineT:
+        if self._engine is None:
+            raise RuntimeError(f"{type(self).__name__}.setup() must run before it processes")
+        return self._engine
+
+    def setup(self) -> None:
+        engine = self.new_engine()
+        engine.load()
+        self._engine = engine
+
+    def teardown(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
 
 
 class StreamingStage(Stage[InT, OutT]):

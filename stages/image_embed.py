@@ -9,10 +9,10 @@ from core.records import Chunk, Frame
 from core.stage_names import IMAGE_EMBED
 from models.base import ImageEmbeddingModel
 from models.image_embedding import image_embedder
-from stages.base import PIXELS, Fusion, Resources, Stage
+from stages.base import PIXELS, EngineStage, Fusion, Resources
 
 
-class ImageEmbedStage(Stage[Chunk, Chunk]):
+class ImageEmbedStage(EngineStage[ImageEmbeddingModel]):
     """Fills ``frame.image_embedding`` for every frame that still has its pixels (a repeated
     sample takes its original's afterwards, as with every image stage).
 
@@ -32,40 +32,28 @@ class ImageEmbedStage(Stage[Chunk, Chunk]):
         if not settings.image_embed_model:
             raise ValueError("ImageEmbedStage needs settings.image_embed_model")
         self._settings = settings
-        self._engine: ImageEmbeddingModel | None = None
 
     @classmethod
     def build(cls, config: ServiceConfig) -> ImageEmbedStage | None:
         return cls(config.stages) if config.stages.image_embed_model else None
 
-    def _new_engine(self) -> ImageEmbeddingModel:
+    def new_engine(self) -> ImageEmbeddingModel:
         engine = image_embedder(self._settings)
         assert engine is not None  # checked in the constructor
         return engine
 
     def version_params(self) -> Mapping[str, object]:
         # Threads and batch size change speed only, so they are left out.
-        return {"model": self._new_engine().model_id, "normalized": True}
-
-    def setup(self) -> None:
-        engine = self._new_engine()
-        engine.load()
-        self._engine = engine
+        return {"model": self.new_engine().model_id, "normalized": True}
 
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
-        if self._engine is None:
-            raise RuntimeError("ImageEmbedStage.setup() must run before process_batch()")
+        engine = self.engine
         frames: list[Frame] = [
             frame for chunk in items for frame in chunk.frames if frame.image is not None
         ]
         if frames:
             images = [frame.image for frame in frames if frame.image is not None]
-            vectors = self._engine.embed_images(images)
+            vectors = engine.embed_images(images)
             for frame, vector in zip(frames, vectors, strict=True):
                 frame.image_embedding = vector
         return list(items)
-
-    def teardown(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None

@@ -26,13 +26,13 @@ from core.records import Chunk, Frame, VideoResult
 from core.shots import ShotSegment, video_shots
 from core.stage_names import LABELS, SHOT_LABELS
 from models.labels import ImageClassifier, imagenet_classes
-from stages.base import PIXELS, Fusion, Resources, Stage, VideoStage
+from stages.base import PIXELS, EngineStage, Fusion, Resources, VideoStage
 
 #: Classes below this probability are not stored with a sample: they never add up to a label.
 _DUST = 0.01
 
 
-class LabelsStage(Stage[Chunk, Chunk]):
+class LabelsStage(EngineStage[ImageClassifier]):
     """Fills ``labels`` for every sample that still has its pixels."""
 
     name = LABELS
@@ -44,33 +44,25 @@ class LabelsStage(Stage[Chunk, Chunk]):
 
     def __init__(self, settings: LabelSettings) -> None:
         self._settings = settings
-        self._engine: ImageClassifier | None = None
 
     @classmethod
     def build(cls, config: ServiceConfig) -> LabelsStage | None:
         return cls(config.stages.labels) if config.stages.labels.enabled else None
 
-    def _new_engine(self) -> ImageClassifier:
+    def new_engine(self) -> ImageClassifier:
         cache_dir = self._settings.cache_dir
         return ImageClassifier(
             cache_dir=Path(cache_dir) if cache_dir else None, threads=self._settings.threads
         )
 
     def version_params(self) -> Mapping[str, object]:
-        return {"model": self._new_engine().model_id, "top_k": self._settings.top_k}
-
-    def setup(self) -> None:
-        engine = self._new_engine()
-        engine.load()
-        self._engine = engine
+        return {"model": self.new_engine().model_id, "top_k": self._settings.top_k}
 
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
-        if self._engine is None:
-            raise RuntimeError("LabelsStage.setup() must run before process_batch()")
         frames = [f for chunk in items for f in chunk.frames if f.image is not None]
         images = [f.image for f in frames if f.image is not None]
         classes = imagenet_classes()
-        for frame, row in zip(frames, self._engine.probabilities(images), strict=True):
+        for frame, row in zip(frames, self.engine.probabilities(images), strict=True):
             best = row.argsort()[::-1][: self._settings.top_k]
             frame.extras[LABELS] = [
                 {"class": int(i), "name": classes[i].name, "score": round(float(row[i]), 4)}
@@ -78,11 +70,6 @@ class LabelsStage(Stage[Chunk, Chunk]):
                 if row[i] >= _DUST
             ]
         return list(items)
-
-    def teardown(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
 
 
 class ShotLabelsStage(VideoStage):

@@ -8,10 +8,10 @@ from core.config import ServiceConfig, StageSettings
 from core.records import Chunk
 from core.stage_names import OCR
 from models.ocr import OcrEngine
-from stages.base import PIXELS, Fusion, Resources, Stage
+from stages.base import PIXELS, EngineStage, Fusion, Resources
 
 
-class OcrStage(Stage[Chunk, Chunk]):
+class OcrStage(EngineStage[OcrEngine]):
     """Fills ``frame.ocr_lines`` for every frame that still has its pixels."""
 
     name = OCR
@@ -25,13 +25,12 @@ class OcrStage(Stage[Chunk, Chunk]):
 
     def __init__(self, settings: StageSettings) -> None:
         self._settings = settings
-        self._engine: OcrEngine | None = None
 
     @classmethod
     def build(cls, config: ServiceConfig) -> OcrStage:
         return cls(config.stages)
 
-    def _new_engine(self) -> OcrEngine:
+    def new_engine(self) -> OcrEngine:
         return OcrEngine(
             det_limit_side=self._settings.ocr_det_limit_side,
             min_score=self._settings.ocr_min_score,
@@ -41,27 +40,16 @@ class OcrStage(Stage[Chunk, Chunk]):
     def version_params(self) -> Mapping[str, object]:
         # Threads change speed only, so they are left out.
         return {
-            "model": self._new_engine().model_id,
+            "model": self.new_engine().model_id,
             "det_limit_type": "max",
             "det_limit_side": self._settings.ocr_det_limit_side,
             "min_score": self._settings.ocr_min_score,
         }
 
-    def setup(self) -> None:
-        engine = self._new_engine()
-        engine.load()
-        self._engine = engine
-
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:
-        if self._engine is None:
-            raise RuntimeError("OcrStage.setup() must run before process_batch()")
+        engine = self.engine
         for chunk in items:
             for frame in chunk.frames:
                 if frame.image is not None:
-                    frame.ocr_lines = self._engine.read(frame.image)
+                    frame.ocr_lines = engine.read(frame.image)
         return list(items)
-
-    def teardown(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None

@@ -38,7 +38,7 @@ class LabelsStage(EngineStage[ImageClassifier]):
     name = LABELS
     reads = (PIXELS,)
     fills = ("labels",)
-    # Measured: about 10 ms a sample on one thread, 60 MiB resident for the session.
+    # Measured: 14 CPU ms a 720p sample on one thread, scaling included (bench.perf.labels_cost).
     resources = Resources(cpus=0.2)
     fusion = Fusion.PER_CORE
 
@@ -99,8 +99,9 @@ class ShotLabelsStage(VideoStage):
     def analyse(self, result: VideoResult) -> VideoOutput:
         segments: list[OutputSegment] = []
         video: dict[str, float] = defaultdict(float)
-        duration = max(result.probe.duration_s, 1e-9)
-        for shot, samples in _samples_by_shot(result.frames, result.probe.duration_s):
+        shots = _samples_by_shot(result.frames, result.probe.duration_s)
+        duration = max([result.probe.duration_s, *(shot.end_s for shot, _ in shots), 1e-9])
+        for shot, samples in shots:
             labels = self.shot_labels(s.output(LABELS) or [] for s in samples)
             if not labels:
                 continue

@@ -87,9 +87,11 @@ class SentinelRedis(LocalPart):
 
         await _until("a replica online", online, timeout_s)
 
-    async def fail_over(self, timeout_s: float = 120) -> None:
+    async def fail_over(self, timeout_s: float = 120) -> int:
         """kill -9 of the primary, until Sentinel has promoted the replica; the old primary
-        started again (as the new one's replica, once Sentinel has turned it)."""
+        started again (as the new one's replica, once Sentinel has turned it). Returns the port
+        Sentinel promoted (on a starved machine Sentinel may fail over again later, back to
+        the restarted one)."""
         old = await self.primary_port()
         dead, alive = (
             (self.primary, self.replica)
@@ -104,6 +106,7 @@ class SentinelRedis(LocalPart):
         await _until("failed over", promoted, timeout_s)
         await asyncio.to_thread(dead.start, timeout_s=60)
         await self.replicating(timeout_s)
+        return alive.port
 
 
 async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:

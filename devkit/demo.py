@@ -30,7 +30,7 @@ from core.config import ServiceConfig, WebhookSubscription
 from devkit.photo_pans import DARKNET_SUBJECTS, write_darknet_pans
 from devkit.progress_view import is_final, progress_table
 from devkit.receiver import WebhookReceiver
-from devkit.result_view import result_table, shots_table, transcript
+from devkit.result_view import result_table, shot_labels, shots_table, transcript
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.stack import EmbeddedStack
 from runtime.cluster import ray_connection
@@ -182,8 +182,7 @@ def _print_checks(sample: SampleVideo, body: dict[str, Any]) -> None:
         colour = "green" if count == len(words) else "yellow" if count else "red"
         console.print(f"  said {sentence!r}: [{colour}]heard {count}/{len(words)} words[/]")
     if not sample.scenes:  # the photographs: what each shot shows
-        segments = body.get("outputs", {}).get("shot_labels", {}).get("segments", [])
-        shown = {s["attributes"]["shot"]: s["attributes"]["labels"] for s in segments}
+        shown = shot_labels(body) or {}
         for shot, (photo, kind) in enumerate(DARKNET_SUBJECTS.items()):
             names = [label["name"] for label in shown.get(shot, [])]
             mark = "[green]found[/]" if kind in names else "[red]missing[/]"

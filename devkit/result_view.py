@@ -57,6 +57,15 @@ def speech_summary(speech: dict[str, Any] | None) -> Text:
     return Text(f"{language}; {heard}")
 
 
+def shot_labels(body: dict[str, Any]) -> dict[int, list[dict[str, Any]]] | None:
+    """Each shot's labels in a ``/v1/videos/{id}/result`` answer, by shot index (a shot
+    without any has none); None where the ``shot_labels`` stage did not run."""
+    segments = ((body.get("outputs") or {}).get("shot_labels") or {}).get("segments")
+    if segments is None:
+        return None
+    return {s["attributes"]["shot"]: s["attributes"]["labels"] for s in segments}
+
+
 def shots_table(body: dict[str, Any]) -> Table:
     """The shots of a ``/v1/videos/{id}/result`` answer: when, how each begins, its keyframe,
     and what is shown in it (the ``shot_labels`` stage's labels, where it ran)."""
@@ -65,15 +74,14 @@ def shots_table(body: dict[str, Any]) -> Table:
     table.add_column("when", no_wrap=True)
     table.add_column("begins with")
     table.add_column("keyframe", no_wrap=True)
-    segments = ((body.get("outputs") or {}).get("shot_labels") or {}).get("segments")
-    labels = {s["attributes"]["shot"]: s["attributes"]["labels"] for s in segments or ()}
-    if segments is not None:
+    labels = shot_labels(body)
+    if labels is not None:
         table.add_column("shows")
     for shot in body["shots"]:
         when = f"{clock(shot['start_s'])}–{clock(shot['end_s'])}"
         keyframe = "-" if shot["keyframe_s"] is None else clock(shot["keyframe_s"])
         cells = [str(shot["index"]), when, shot["entered_by"], keyframe]
-        if segments is not None:
+        if labels is not None:
             cells.append(scored(labels.get(shot["index"], [])) or "-")
         table.add_row(*cells)
     return table

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from api.errors import ApiError
 from checkpoint.base import CheckpointStore, ProgressEvent
 from core.errors import PermanentError
+from core.tasks import cancel_and_wait
 
 Item = ProgressEvent | BaseException
 
@@ -77,9 +78,7 @@ class ProgressHub:
             self._listeners.discard(listener)
             if not self._listeners and self._pump is not None:
                 pump, self._pump = self._pump, None
-                pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
+                await cancel_and_wait(pump)
 
     def admit(self, tenant: str | None) -> None:
         """Raise ``ApiError`` (429) when the streams open now are as many as this process or

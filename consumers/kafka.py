@@ -34,6 +34,7 @@ from consumers.offsets import OffsetTracker
 from core.config import KafkaSettings
 from core.errors import Abandoned
 from core.records import BULK_LANE, Lane
+from core.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -341,9 +342,7 @@ class KafkaVideoConsumer:
             if unfinished:
                 log.warning("stopping: cancelled %d unfinished records", len(unfinished))
                 await asyncio.wait(unfinished, timeout=self._settings.commit_timeout_s)
-        commits.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await commits
+        await cancel_and_wait(commits)
         try:
             await self._commit()
         except Exception:  # still leave the group: the next owner starts sooner

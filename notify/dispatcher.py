@@ -30,6 +30,7 @@ from checkpoint.base import CheckpointStore, OutboxEvent
 from core.config import NotifySettings
 from core.errors import Abandoned, ReelsenseError
 from core.retry import HALF_JITTER, RetryFailure, RetryPolicy, sleep_unless_stopped
+from core.tasks import cancel_and_wait
 from core.urls import redact_url
 from notify.attempt_log import last_attempt, record_attempt
 from notify.attempts import WebhookAttempts
@@ -145,10 +146,8 @@ class NotificationDispatcher:
             tasks += [*self.retries.tasks, *self._notices]
             if tasks and self._settings.drain_timeout_s > 0:
                 await asyncio.wait(tasks, timeout=self._settings.drain_timeout_s)
-            for task in tasks:
-                task.cancel()
             loops = [scheduled, *([reclaim] if reclaim else [])]
-            await asyncio.gather(*tasks, *loops, return_exceptions=True)
+            await cancel_and_wait(*tasks, *loops)
             self._entries.clear()
             await self._close_clients()
 
@@ -174,7 +173,7 @@ class NotificationDispatcher:
         without acking them."""
         assert isinstance(self._store, ReclaimingStore)
         min_idle_ms = int(self._settings.reclaim_after_s * 1000)
-        while True:
+        while not self._stopping.is_set():  # not only cancel: a Redis call can lose one
             await self._renew_holds(self._store)
             room = self._settings.max_pending_events - len(self._entries)
             taken: list[tuple[str, OutboxEvent]] = []
@@ -189,7 +188,8 @@ class NotificationDispatcher:
                 if entry_id not in self._entries:
                     log.info("took over outbox entry %s (%s)", entry_id, event.webhook_id)
                     self._start(entry_id, event)
-            await asyncio.sleep(self._settings.reclaim_interval_s)
+            with contextlib.suppress(Abandoned):
+                await self._wait(self._settings.reclaim_interval_s)
 
     async def _renew_holds(self, store: ReclaimingStore) -> None:
         """Renew the hold on every entry in hand, so no other notifier takes one over while

@@ -31,6 +31,7 @@ from checkpoint.errors import StaleEpoch, VideoBusy
 from core.config import RuntimeSettings
 from core.errors import ReelsenseError, RetryableError
 from core.records import VideoRef
+from core.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +167,7 @@ async def _outcome_recorded(store: CheckpointStore, video_id: str, epoch: int) -
 
 
 async def _stop(keeper: asyncio.Task[None]) -> None:
-    keeper.cancel()
-    await asyncio.gather(keeper, return_exceptions=True)
+    await cancel_and_wait(keeper)
 
 
 async def _release(store: CheckpointStore, video_id: str, epoch: int) -> None:

@@ -14,13 +14,13 @@ Partial writes are best effort: a failure is logged and costs only how soon a vi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from datetime import UTC, datetime
 
 from core.records import Chunk, Frame, ProbeInfo, VideoResult
 from core.speech import Speech, SpeechPart
+from core.tasks import cancel_and_wait
 from runtime.results import ResultStore
 from runtime.video_run import VideoRun
 
@@ -75,9 +75,7 @@ class PartialResults:
         """The attempt ended (done, failed or given up): its held parts are not written."""
         held = self._held.pop(id(run), None)
         if held is not None and held.flushing is not None:
-            held.flushing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await held.flushing
+            await cancel_and_wait(held.flushing)
 
     async def drop(self, video_id: str) -> None:
         """The video will not be done: its partial rows go."""

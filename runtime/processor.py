@@ -38,6 +38,7 @@ from core.records import Chunk, EarlierResult, LocalVideo, VideoRef
 from core.retry import RetryFailure, RetryPolicy
 from core.speech import SpeechEnd, SpeechPart
 from core.stage_names import DECODE, EMBED, FETCH
+from core.tasks import cancel_and_wait
 from runtime.chunk_stages import ChunkStages, DecodeSlots, decoding, resume_point
 from runtime.executor import IngestChunk, IngestItem, StageExecutor, closing
 from runtime.final_transitions import FinalTransitions
@@ -339,9 +340,7 @@ class VideoProcessor:
             if isinstance(exc, PermanentError):
                 # From the ingest stream: fetch/probe until the video is open, then decode.
                 exc.with_stage(DECODE if video is not None else FETCH)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(*tasks)
             raise
         if video is None:
             raise RetryableError(

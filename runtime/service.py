@@ -25,6 +25,7 @@ from consumers.events import VideoDeleted, VideoUploaded
 from consumers.kafka import KafkaVideoConsumer
 from core.config import ServiceConfig
 from core.records import VideoRef
+from core.tasks import cancel_and_wait
 from notify.delivery_log import RedisDeliveryLog
 from notify.dispatcher import NotificationDispatcher
 from notify.status_topic import StatusTopicPublisher
@@ -227,9 +228,7 @@ class ReelsenseService:
         done, _ = await asyncio.wait(
             {consumer, notifier, stop}, return_when=asyncio.FIRST_COMPLETED
         )
-        metrics.cancel()
-        sweeping.cancel()
-        await asyncio.gather(metrics, sweeping, return_exceptions=True)
+        await cancel_and_wait(metrics, sweeping)
         await self._shutdown()
         try:
             for task in (consumer, notifier):

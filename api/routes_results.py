@@ -25,6 +25,7 @@ from api.result_models import (
 )
 from api.vtt import Cue, webvtt
 from checkpoint.base import VideoState, VideoStatus
+from core.stage_names import CHAPTERS
 from core.urls import redact_url
 from sinks.object_store import document_key
 from sinks.views import stored_shots, stored_spans
@@ -66,7 +67,7 @@ VTT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/vtt": {}}, "description": "A WebVTT file."},
 }
 
-Track = Literal["speech", "text"]
+Track = Literal["speech", "text", "chapters"]
 
 
 def result_routes() -> APIRouter:
@@ -119,14 +120,19 @@ def result_routes() -> APIRouter:
         context: Context,
         track: Annotated[
             Track,
-            Query(description="`speech`: the transcript; `text`: the on-screen text spans."),
+            Query(
+                description="`speech`: the transcript; `text`: the on-screen text spans; "
+                "`chapters`: the chapters, one cue per chapter, its title as text."
+            ),
         ] = "speech",
         if_none_match: Annotated[str | None, Header(max_length=1024)] = None,
     ) -> Response:
         """A done video's timed text as WebVTT, for players and subtitle tools: the speech
         transcript, one cue per segment, or (``track=text``) the text shown on screen, one cue
-        per span. A video without speech (no audio track, recognition off) has a speech track
-        of no cues. Errors as for the result."""
+        per span, or (``track=chapters``) the chapters, a cue per chapter titled as it is (a
+        chapters track, as HTML's ``<track kind="chapters">`` reads). A video without speech
+        (no audio track, recognition off) has a speech track of no cues, and one whose result
+        has no chapters a chapters track of none. Errors as for the result."""
         stored = await _stored_document(video, context)
         tag = _etag(_RESULT_RENDERING, b"vtt", track.encode(), stored.digest)
         if if_none_match is not None and _names_tag(if_none_match, tag):
@@ -242,6 +248,10 @@ def _stored_speech(document: dict[str, Any], *, words: bool) -> VideoSpeech | No
 
 
 def _cues(document: dict[str, Any], track: Track) -> list[Cue]:
+    if track == "chapters":
+        output = (document.get("outputs") or {}).get(CHAPTERS) or {}
+        chapters = (output.get("data") or {}).get("chapters") or []
+        return [Cue(float(c["start_s"]), float(c["end_s"]), str(c["title"])) for c in chapters]
     if track == "text":
         spans = stored_spans(document)
         return [Cue(float(s["start_s"]), float(s["end_s"]), str(s["text"])) for s in spans]

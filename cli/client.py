@@ -246,8 +246,8 @@ def search_table(body: dict[str, Any]) -> Table:
 
 def show_result(args: argparse.Namespace) -> int:
     """A done video's shots, transcript and on-screen text as spans over time (``--frames``:
-    and each sample's lines; ``--json``: the API's answer as it is; ``--vtt``: the transcript
-    or the on-screen text as WebVTT). Exit 1 when there is no result."""
+    and each sample's lines; ``--json``: the API's answer as it is; ``--vtt``: the transcript,
+    the on-screen text or the chapters as WebVTT). Exit 1 when there is no result."""
     path = f"/v1/videos/{quote(args.video_id, safe='')}/result"
     if args.vtt:
         response = _get(args, f"{path}.vtt", {"track": args.vtt})

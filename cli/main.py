@@ -113,8 +113,8 @@ def _parser() -> argparse.ArgumentParser:
         "--vtt",
         nargs="?",
         const="speech",
-        choices=("speech", "text"),
-        help="print a WebVTT track: the transcript (default) or the on-screen text",
+        choices=("speech", "text", "chapters"),
+        help="print a WebVTT track: the transcript (default), the on-screen text or chapters",
     )
     _endpoint_options(result)
 

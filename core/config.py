@@ -22,6 +22,7 @@ from core.api_settings import ApiSettings, InsecureConfig
 from core.config_sources import FILE, OVERRIDE, sources_of
 from core.pipeline_settings import (
     AsrSettings,
+    ChapterSettings,
     LabelSettings,
     LimitSettings,
     PoolSettings,
@@ -36,6 +37,7 @@ __all__ = [
     "ApiSettings",
     "AsrSettings",
     "BackfillSettings",
+    "ChapterSettings",
     "InsecureConfig",
     "KafkaSettings",
     "LabelSettings",

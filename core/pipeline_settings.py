@@ -74,6 +74,32 @@ class LabelSettings(BaseModel):
     cache_dir: str | None = None
 
 
+class ChapterSettings(BaseModel):
+    """Chapters (``stages.chapters``): where the topic changes, from the transcript and the
+    text on screen, each boundary at a shot cut or a pause in speech, with a title and a
+    one-line summary, as searchable segments of kind ``chapter``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True  # False: no chapters
+    # The text said and shown this long before and after a cut or a pause is compared there.
+    window_s: float = Field(default=30.0, gt=0)
+    # No chapter is shorter: boundaries nearer than this to another, or to either end of the
+    # video, are not taken: a video shorter than two of these is one chapter.
+    min_chapter_s: float = Field(default=20.0, gt=0)
+    # A silence between two stretches of speech at least this long is a place a chapter may
+    # start (as is every shot cut).
+    pause_s: float = Field(default=0.6, ge=0)
+    # How deep a valley of likeness a place must lie in to start a chapter: how far the
+    # likeness of its two sides is below the peaks beside it, the left's and the right's added
+    # (cosine similarity of text embeddings, rescaled so that the embedder's unrelated
+    # sentences are 0 and one same text is 1).
+    min_depth: float = Field(default=0.15, gt=0, le=4)
+    max_chapters: int = Field(default=30, ge=1)  # at most this many, the clearest breaks first
+    title_words: int = Field(default=8, ge=1)  # a title from speech is cut to this many words
+    summary_words: int = Field(default=30, ge=1)  # the one-line summary is cut to this many
+
+
 class StageSettings(BaseSettings):
     """Parameters of the stages; all of them feed the pipeline version."""
 
@@ -143,6 +169,8 @@ class StageSettings(BaseSettings):
     image_embed_threads: int = Field(default=1, ge=1)  # torch CPU threads
     # What is in the picture, on CPU: ImageNet labels per sample and per shot (``LabelSettings``).
     labels: LabelSettings = LabelSettings()
+    # Chapters from the transcript and the text on screen (``ChapterSettings``).
+    chapters: ChapterSettings = ChapterSettings()
     # Stages from other installed packages (the ``reelsense.stages`` entry points) to run, each
     # with its settings section (``{}`` for its defaults): name -> settings. An installed stage
     # not named here does not run.

@@ -13,9 +13,21 @@ IMAGE_EMBED: Final = "image_embed"  # a vector per frame from its pixels
 EMBED: Final = "embed"
 SPEECH: Final = "speech"  # the audio track, beside the frames
 SHOT_LABELS: Final = "shot_labels"  # once per video: each shot's labels, from ``labels``
+CHAPTERS: Final = "chapters"  # once per video: where the topic changes, from its text
 
 #: Every stage, in pipeline order.
-ALL: Final = (FETCH, DECODE, OCR, LABELS, VLM, IMAGE_EMBED, EMBED, SPEECH, SHOT_LABELS)
+ALL: Final = (
+    FETCH,
+    DECODE,
+    OCR,
+    LABELS,
+    VLM,
+    IMAGE_EMBED,
+    EMBED,
+    SPEECH,
+    SHOT_LABELS,
+    CHAPTERS,
+)
 #: The stages that may run inside the decode replicas (``PoolSettings.fuse``): those whose
 #: ``Stage.fusion`` says so (a test holds the two together; ``core`` does not read the stages).
 FUSABLE: Final = (OCR, LABELS, VLM, IMAGE_EMBED, EMBED)

@@ -30,7 +30,7 @@ from core.config import ServiceConfig, WebhookSubscription
 from devkit.photo_pans import DARKNET_SUBJECTS, write_darknet_pans
 from devkit.progress_view import is_final, progress_table
 from devkit.receiver import WebhookReceiver
-from devkit.result_view import result_table, shot_labels, shots_table, transcript
+from devkit.result_view import outputs_table, result_table, shot_labels, shots_table, transcript
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.stack import EmbeddedStack
 from runtime.cluster import ray_connection
@@ -139,9 +139,9 @@ async def _follow(service: ReelsenseService, ids: list[str]) -> dict[str, VideoS
 async def _print_results(
     api_url: str, samples: list[SampleVideo], statuses: dict[str, VideoStatus]
 ) -> None:
-    """Per video, what the results API answers: its shots, its transcript and its text on
-    screen over time, checked against what the sample shows and says, and where the result
-    and its WebVTT tracks can be fetched."""
+    """Per video, what the results API answers: its shots, its transcript, its text on screen
+    over time and what the video stages found (its chapters), checked against what the sample
+    shows and says, and where the result and its WebVTT tracks can be fetched."""
     async with httpx.AsyncClient(base_url=api_url, timeout=60) as client:
         for sample in samples:
             video_id = sample.path.stem
@@ -160,10 +160,13 @@ async def _print_results(
             console.print(shots_table(body))
             console.print(transcript(body))
             console.print(result_table(body))
+            if (outputs := outputs_table(body)) is not None:  # the chapters, among them
+                console.print(outputs)
             _print_checks(sample, body)
             console.print(f"  result: {api_url}{path}  (each spoken word's times: ?words=true)")
             console.print(f"  transcript as WebVTT: {api_url}{path}.vtt?track=speech")
             console.print(f"  on-screen text as WebVTT: {api_url}{path}.vtt?track=text")
+            console.print(f"  chapters as WebVTT: {api_url}{path}.vtt?track=chapters")
 
 
 def _print_checks(sample: SampleVideo, body: dict[str, Any]) -> None:

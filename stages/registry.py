@@ -23,6 +23,7 @@ from typing import Any
 from core.outputs import BUILT_IN_SEGMENT_KINDS
 from core.records import FRAME_FIELDS
 from stages.base import PIXELS, Fusion, Stage, StageKind, VideoStage
+from stages.chapters import ChaptersStage
 from stages.decode import DecodeSampleStage
 from stages.embed import EmbedStage
 from stages.fetch import FetchProbeStage
@@ -49,6 +50,7 @@ BUILT_IN: tuple[StageClass, ...] = (
     EmbedStage,
     SpeechStage,
     ShotLabelsStage,
+    ChaptersStage,
 )
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{1,39}")

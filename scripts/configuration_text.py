@@ -4,6 +4,8 @@ introduction."""
 
 from __future__ import annotations
 
+from typing import Any
+
 # Fields with neither a ``description`` nor a comment of their own in the source: what each
 # is, said here once. An entry that a field's own description or comment has made redundant
 # fails the test, so this list only shrinks as the sources say more.
@@ -186,3 +188,43 @@ change what the stages compute feed the pipeline version (see
 [Concepts](../concepts.md#pipeline-versions)); a change to them makes finished videos
 eligible for recomputation.
 """
+
+
+#: The titles of the pages' sections for the settings models that are fields of a section.
+SECTION_TITLES = {"LabelSettings": "Label fields", "ChapterSettings": "Chapter fields"}
+
+
+def nested_models() -> list[tuple[type[Any], str, str]]:
+    """The settings models that are not sections of their own: each with its page section's
+    title and where it is used."""
+    from core.config import ChapterSettings, LabelSettings, PoolSettings, WebhookSubscription
+
+    return [
+        (
+            PoolSettings,
+            "Stage pool fields",
+            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.labels`, `ray.vlm`, "
+            "`ray.image_embed` and `ray.embed` holds these fields; in the environment the "
+            "whole pool is one JSON object (`REELSENSE_RAY_OCR='{\"num_cpus\": 1}'`). "
+            "`ray.fetch` is not read: fetching runs in the ingest replicas, which take "
+            "`ray.decode`'s.",
+        ),
+        (
+            LabelSettings,
+            SECTION_TITLES["LabelSettings"],
+            "`stages.labels` holds these fields; in the environment the section is one JSON "
+            "object (`REELSENSE_STAGES_LABELS='{\"enabled\": false}'`).",
+        ),
+        (
+            ChapterSettings,
+            SECTION_TITLES["ChapterSettings"],
+            "`stages.chapters` holds these fields; in the environment the section is one JSON "
+            "object (`REELSENSE_STAGES_CHAPTERS='{\"min_chapter_s\": 60}'`).",
+        ),
+        (
+            WebhookSubscription,
+            "Webhook subscription fields",
+            "Each entry of `notify.subscriptions` holds these fields; in the environment the "
+            'list is JSON (`REELSENSE_NOTIFY_SUBSCRIPTIONS=\'[{"url": "https://..."}]\'`).',
+        ),
+    ]

@@ -172,6 +172,8 @@ def _cell(text: str) -> str:
 def _rows(model: type[Any], key_prefix: str, env_prefix: str | None) -> Iterator[Row]:
     from pydantic import BaseModel
 
+    from scripts.configuration_text import SECTION_TITLES
+
     for field, info in model.model_fields.items():
         annotation = info.annotation
         nested = isinstance(annotation, type) and issubclass(annotation, BaseModel)
@@ -179,7 +181,7 @@ def _rows(model: type[Any], key_prefix: str, env_prefix: str | None) -> Iterator
         if nested and annotation.__name__ == "PoolSettings":
             type_text = "a pool (see [its fields](#stage-pool-fields))"
         elif nested:
-            anchor = _anchor(_SECTION_TITLES[annotation.__name__])
+            anchor = SECTION_TITLES[annotation.__name__].lower().replace(" ", "-")
             type_text = f"a section (see [its fields](#{anchor}))"
         if env_prefix is None:
             env = "in its section's variable"
@@ -213,53 +215,9 @@ def _first_paragraph(doc: str | None) -> str:
     return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split()).replace("``", "`")
 
 
-#: The titles of the pages' sections for the settings models that are fields of a section.
-_SECTION_TITLES = {"LabelSettings": "Label fields", "ChapterSettings": "Chapter fields"}
-
-
-def _anchor(title: str) -> str:
-    return title.lower().replace(" ", "-")
-
-
-def _nested_models() -> list[tuple[type[Any], str, str]]:
-    """The settings models that are not sections of their own: each with its page section's
-    title and where it is used."""
-    from core.config import ChapterSettings, LabelSettings, PoolSettings, WebhookSubscription
-
-    return [
-        (
-            PoolSettings,
-            "Stage pool fields",
-            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.labels`, `ray.vlm`, "
-            "`ray.image_embed` and `ray.embed` holds these fields; in the environment the "
-            "whole pool is one JSON object (`REELSENSE_RAY_OCR='{\"num_cpus\": 1}'`). "
-            "`ray.fetch` is not read: fetching runs in the ingest replicas, which take "
-            "`ray.decode`'s.",
-        ),
-        (
-            LabelSettings,
-            _SECTION_TITLES["LabelSettings"],
-            "`stages.labels` holds these fields; in the environment the section is one JSON "
-            "object (`REELSENSE_STAGES_LABELS='{\"enabled\": false}'`).",
-        ),
-        (
-            ChapterSettings,
-            _SECTION_TITLES["ChapterSettings"],
-            "`stages.chapters` holds these fields; in the environment the section is one JSON "
-            "object (`REELSENSE_STAGES_CHAPTERS='{\"min_chapter_s\": 60}'`).",
-        ),
-        (
-            WebhookSubscription,
-            "Webhook subscription fields",
-            "Each entry of `notify.subscriptions` holds these fields; in the environment the "
-            'list is JSON (`REELSENSE_NOTIFY_SUBSCRIPTIONS=\'[{"url": "https://..."}]\'`).',
-        ),
-    ]
-
-
 def configuration_page() -> str:
     from core.config import ServiceConfig
-    from scripts.configuration_text import CONFIGURATION_INTRO
+    from scripts.configuration_text import CONFIGURATION_INTRO, nested_models
 
     out = [CONFIGURATION_INTRO.format(generated=GENERATED)]
     for section, info in ServiceConfig.model_fields.items():
@@ -272,7 +230,7 @@ def configuration_page() -> str:
         out.append(f"{lead} {about}".rstrip() + "\n")
         out.extend(_table(_rows(model, section, prefix)))
         out.append("")
-    for model, title, where in _nested_models():
+    for model, title, where in nested_models():
         out.append(f"## {title}\n")
         about = " ".join(part for part in (_first_paragraph(model.__doc__), where) if part)
         out.append(f"`{model.__name__}`. {about}\n")
@@ -284,13 +242,13 @@ def configuration_page() -> str:
 def uncommented_unused() -> list[str]:
     """Entries of ``UNCOMMENTED`` naming no field, or a field the sources now describe."""
     from core.config import ServiceConfig
-    from scripts.configuration_text import UNCOMMENTED
+    from scripts.configuration_text import UNCOMMENTED, nested_models
 
     models: dict[str, type[Any]] = {
         section: info.annotation  # type: ignore[misc]
         for section, info in ServiceConfig.model_fields.items()
     }
-    models.update({model.__name__: model for model, _, _ in _nested_models()})
+    models.update({model.__name__: model for model, _, _ in nested_models()})
     unused = []
     for key in UNCOMMENTED:
         owner, _, field = key.partition(".")

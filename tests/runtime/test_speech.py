@@ -461,7 +461,7 @@ async def test_a_video_done_before_its_parts_are_due_writes_none(
     assert status.status is VideoState.DONE
     assert "quick" not in results.parts  # its parts were held, then not needed
     rows = search_rows(config, "quick")
-    assert {r["kind"] for r in rows} == {"text", "speech"}
+    assert {r["kind"] for r in rows} == {"text", "speech", "chapter"}  # its one chapter
     assert [r for r in rows if r["partial"]] == []
 
 

@@ -32,6 +32,7 @@ from devkit.result_view import (
     outputs_table,
     result_table,
     shots_table,
+    summary_line,
     transcript,
 )
 from devkit.stack import read_state
@@ -270,6 +271,8 @@ def show_result(args: argparse.Namespace) -> int:
     console.print(result_table(body))
     if (outputs := outputs_table(body)) is not None:
         console.print(outputs)
+    if (summary := summary_line(body)) is not None:
+        console.print(summary)
     if body.get("frames") is not None:
         console.print(frames_table(body["frames"]))
     return 0

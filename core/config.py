@@ -29,6 +29,7 @@ from core.pipeline_settings import (
     RaySettings,
     RuntimeSettings,
     StageSettings,
+    SummarySettings,
 )
 from core.records import BULK_LANE
 from core.settings_base import settings_config
@@ -50,6 +51,7 @@ __all__ = [
     "ServiceConfig",
     "StageSettings",
     "StorageSettings",
+    "SummarySettings",
     "WebhookSubscription",
 ]
 

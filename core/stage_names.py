@@ -14,6 +14,7 @@ EMBED: Final = "embed"
 SPEECH: Final = "speech"  # the audio track, beside the frames
 SHOT_LABELS: Final = "shot_labels"  # once per video: each shot's labels, from ``labels``
 CHAPTERS: Final = "chapters"  # once per video: where the topic changes, from its text
+SUMMARY: Final = "summary"  # once per video: a summary, tags and a category, by a language model
 
 #: Every stage, in pipeline order.
 ALL: Final = (
@@ -27,6 +28,7 @@ ALL: Final = (
     SPEECH,
     SHOT_LABELS,
     CHAPTERS,
+    SUMMARY,
 )
 #: The stages that may run inside the decode replicas (``PoolSettings.fuse``): those whose
 #: ``Stage.fusion`` says so (a test holds the two together; ``core`` does not read the stages).

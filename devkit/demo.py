@@ -30,7 +30,15 @@ from core.config import ServiceConfig, WebhookSubscription
 from devkit.photo_pans import DARKNET_SUBJECTS, write_darknet_pans
 from devkit.progress_view import is_final, progress_table
 from devkit.receiver import WebhookReceiver
-from devkit.result_view import outputs_table, result_table, shot_labels, shots_table, transcript
+from devkit.result_view import (
+    outputs_table,
+    result_table,
+    shot_labels,
+    shots_table,
+    summary_line,
+    transcript,
+)
+from devkit.run_config import with_sections
 from devkit.samples import SampleVideo, write_demo_videos
 from devkit.stack import EmbeddedStack
 from runtime.cluster import ray_connection
@@ -43,6 +51,10 @@ DEMO_TIMEOUT_S = 900.0
 def run_demo(workdir: Path, *, videos: int, config_path: Path | None) -> int:
     shutil.rmtree(workdir, ignore_errors=True)  # a demo starts from nothing, every time
     base = ServiceConfig.load(config_path)
+    # The demo shows what the language model writes (the packaged SmolLM2: the path, not
+    # quality), unless its configuration says otherwise.
+    if config_path is None:
+        base = with_sections(base, stages={"summary": {"enabled": True}})
     with EmbeddedStack(workdir) as stack:
         console.print(f"[bold]broker[/] {stack.bootstrap}  [bold]redis[/] {stack.redis_url}")
         samples = write_demo_videos(workdir / "samples", count=videos)
@@ -162,6 +174,8 @@ async def _print_results(
             console.print(result_table(body))
             if (outputs := outputs_table(body)) is not None:  # the chapters, among them
                 console.print(outputs)
+            if (summary := summary_line(body)) is not None:
+                console.print(summary)
             _print_checks(sample, body)
             console.print(f"  result: {api_url}{path}  (each spoken word's times: ?words=true)")
             console.print(f"  transcript as WebVTT: {api_url}{path}.vtt?track=speech")

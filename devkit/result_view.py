@@ -135,6 +135,20 @@ def outputs_table(body: dict[str, Any]) -> Table | None:
     return table
 
 
+def summary_line(body: dict[str, Any]) -> Text | None:
+    """The ``summary`` stage's answer in a result: its category, tags and summary, or why it
+    gave none. None where the stage did not run."""
+    output = (body.get("outputs") or {}).get("summary")
+    if output is None:
+        return None
+    data = output["data"]
+    if data.get("summary") is None:
+        return Text(f"summary: none ({data.get('reason', 'no reason given')})", style="yellow")
+    tags = ", ".join(data.get("tags") or []) or "-"
+    line = Text(f"category: {data['category']}; tags: {tags}\nsummary: ")
+    return line.append(str(data["summary"]))  # text, not markup
+
+
 def clock(seconds: float) -> str:
     """``m:ss.s``: 65.3 -> ``1:05.3``."""
     minutes, tenths = divmod(round(seconds * 10), 600)

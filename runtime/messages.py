@@ -8,10 +8,13 @@ from urllib.parse import quote
 from core.records import VideoResult
 from core.shots import video_shots
 from core.speech import Speech
+from core.stage_names import CHAPTERS, SUMMARY
 from sinks.object_store import document_key
 
 # The start of the text a `video.done` message carries; the rest is in the result document.
 DONE_TEXT_CHARS = 1000
+# And the start of the summary, where the summary stage wrote one.
+DONE_SUMMARY_CHARS = 280
 
 
 def done_message_data(result: VideoResult) -> dict[str, Any]:
@@ -29,12 +32,32 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
         "text_chars": len(text),
         "shots": len(video_shots(result.frames, result.probe.duration_s)),
         "speech": _speech_summary(result.speech),
+        # None where the stage did not run (off, or the result is older than it).
+        "chapters": len(result.outputs[CHAPTERS].data.get("chapters", []))
+        if CHAPTERS in result.outputs
+        else None,
+        "summary": _summary(result),
         "timings": result.timings,
         "result": {
             "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
             "api": f"/v1/videos/{quote(ref.video_id, safe='')}/result",
             "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
         },
+    }
+
+
+def _summary(result: VideoResult) -> dict[str, Any] | None:
+    """The summary stage's answer, its summary cut at ``DONE_SUMMARY_CHARS``; None where it
+    did not run or gave none."""
+    output = result.outputs.get(SUMMARY)
+    if output is None or output.data.get("summary") is None:
+        return None
+    text = str(output.data["summary"])
+    return {
+        "text": text[:DONE_SUMMARY_CHARS],
+        "truncated": len(text) > DONE_SUMMARY_CHARS,
+        "category": output.data.get("category"),
+        "tags": list(output.data.get("tags") or []),
     }
 
 

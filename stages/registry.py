@@ -31,6 +31,7 @@ from stages.image_embed import ImageEmbedStage
 from stages.labels import LabelsStage, ShotLabelsStage
 from stages.ocr import OcrStage
 from stages.speech import SpeechStage
+from stages.summary import SummaryStage
 from stages.vlm import VlmStage
 
 __all__ = ["BUILT_IN", "GROUP", "PluginError", "installed"]
@@ -51,6 +52,7 @@ BUILT_IN: tuple[StageClass, ...] = (
     SpeechStage,
     ShotLabelsStage,
     ChaptersStage,
+    SummaryStage,
 )
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{1,39}")

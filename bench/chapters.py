@@ -18,7 +18,6 @@ cut (``every_cut``), scored the same way.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 from bench.quality.corpus import Edit, write_corpus
 from bench.quality.pipeline import boundaries_of
 from bench.quality.score import greedy_pairs
-from bench.runs import emit, in_workdir
+from bench.runs import corpus_main
 from core.config import ServiceConfig
 from core.records import VideoRef
 from devkit.edited_videos import Caption, Shot
@@ -224,14 +223,7 @@ def measure(workdir: Path, quick: bool) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--json", type=Path, help="write the result here as JSON")
-    parser.add_argument("--workdir", type=Path, help="keep the talks here (reused)")
-    parser.add_argument("--quick", action="store_true", help="one talk")
-    args = parser.parse_args(argv)
-    result = in_workdir(lambda w: measure(w, args.quick), args.workdir, "reelsense-chapters-")
-    emit(result, args.json)
-    return 0
+    return corpus_main(argv, __doc__, measure, prefix="reelsense-chapters-", quick="one talk")
 
 
 if __name__ == "__main__":

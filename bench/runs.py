@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,3 +36,23 @@ def emit(report: dict[str, Any], out: Path | None) -> None:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")
+
+
+def corpus_main(
+    argv: Sequence[str] | None,
+    doc: str | None,
+    measure: Callable[[Path, bool], dict[str, Any]],
+    *,
+    prefix: str,
+    quick: str,
+) -> int:
+    """The command line of a benchmark over a generated corpus: ``--json OUT``, ``--workdir
+    DIR`` (the corpus kept there and reused) and ``--quick`` (``quick`` says what it runs);
+    ``doc``'s first paragraph is its description."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0] if doc else None)
+    parser.add_argument("--json", type=Path, help="write the result here as JSON")
+    parser.add_argument("--workdir", type=Path, help="keep the corpus here (reused)")
+    parser.add_argument("--quick", action="store_true", help=quick)
+    args = parser.parse_args(argv)
+    emit(in_workdir(lambda w: measure(w, args.quick), args.workdir, prefix), args.json)
+    return 0

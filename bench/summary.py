@@ -11,7 +11,6 @@ SmolLM2-135M, greedy). Each answer is checked against the schema the stage asked
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from bench.quality.corpus import corpus, write_corpus
-from bench.runs import emit, in_workdir
+from bench.runs import corpus_main
 from core.config import ServiceConfig
 from core.records import VideoRef
 from stages.pipeline import Pipeline
@@ -79,14 +78,9 @@ def measure(workdir: Path, quick: bool) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--json", type=Path, help="write the result here as JSON")
-    parser.add_argument("--workdir", type=Path, help="keep the corpus here (reused)")
-    parser.add_argument("--quick", action="store_true", help="the corpus's two short edits")
-    args = parser.parse_args(argv)
-    result = in_workdir(lambda w: measure(w, args.quick), args.workdir, "reelsense-summary-")
-    emit(result, args.json)
-    return 0
+    return corpus_main(
+        argv, __doc__, measure, prefix="reelsense-summary-", quick="the corpus's two short edits"
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ Method = Literal["hybrid", "vector", "text"]
 METHODS: tuple[Method, ...] = ("hybrid", "vector", "text")
 # frame: a sample found by its pixels (with an image embedding model configured).
 SEARCHED_KINDS = ("text", "speech", "description", "frame")
+# A chapter or a summary covers a stretch of a video, not a moment in it: it is a hit of its
+# own, never merged with the moments it spans (which would make the whole stretch one place).
+STRETCH_KINDS = frozenset({"chapter", "summary"})
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.search import SegmentHit
+from core.search import STRETCH_KINDS, SegmentHit
 
 RRF_K = 60
 SNIPPET_CHARS = 200
@@ -39,7 +39,8 @@ def fuse(lists: Sequence[list[dict[str, Any]]]) -> list[Candidate]:
 
 def merged(candidates: Sequence[Candidate]) -> list[SegmentHit]:
     """One hit per overlapping run of one video's candidates, in order of the best score:
-    a caption and the sentence said while it shows are one place, not two. Its text is the
+    a caption and the sentence said while it shows are one place, not two (a chapter or a
+    summary stays a place of its own). Its text is the
     best match's, then the others' (``·`` between them). A candidate that bridges two hits
     joins them, and a hit grown over another takes it in."""
     hits: list[SegmentHit] = []
@@ -95,6 +96,10 @@ def _snippet(text: str) -> str:
 
 
 def _overlap(one: SegmentHit, other: SegmentHit) -> bool:
+    """Whether two hits are one place: moments of one video whose spans overlap (a chapter or
+    a summary is a place of its own, ``STRETCH_KINDS``)."""
+    if STRETCH_KINDS.intersection(one.kinds) or STRETCH_KINDS.intersection(other.kinds):
+        return False
     return (
         one.video_id == other.video_id and other.start_s < one.end_s and one.start_s < other.end_s
     )

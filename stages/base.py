@@ -112,10 +112,11 @@ class Stage(ABC, Generic[InT, OutT]):
         """Release what ``setup()`` took."""
 
 
-class EngineStage(Stage[Chunk, Chunk], Generic[EngineT]):
-    """A frames stage around one model engine (``models.base``): ``new_engine()`` makes it from
-    the stage's settings, without loading (its ``model_id`` feeds the version); ``setup()``
-    loads it in the worker, ``engine`` is it once loaded, ``teardown()`` closes it."""
+class WithEngine(Generic[EngineT]):
+    """A stage around one model engine (``models.base``): ``new_engine()`` makes it from the
+    stage's settings, without loading (its ``model_id`` feeds the version); ``setup()`` loads
+    it in the worker, ``engine`` is it once loaded, ``teardown()`` closes it. Put before the
+    stage's kind among its bases (``class S(WithEngine[E], VideoStage)``)."""
 
     _engine: EngineT | None = None
 
@@ -138,6 +139,10 @@ class EngineStage(Stage[Chunk, Chunk], Generic[EngineT]):
         if self._engine is not None:
             self._engine.close()
             self._engine = None
+
+
+class EngineStage(WithEngine[EngineT], Stage[Chunk, Chunk]):
+    """A frames stage around one model engine (``WithEngine``)."""
 
 
 class StreamingStage(Stage[InT, OutT]):

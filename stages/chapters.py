@@ -28,7 +28,7 @@ from core.spans import text_spans
 from core.stage_names import CHAPTERS
 from models.base import TextEmbeddingModel
 from models.embedding import text_embedder
-from stages.base import VideoStage
+from stages.base import VideoStage, WithEngine
 
 #: Texts on screen shorter than this are not read for the topic (page numbers, logos).
 _MIN_SHOWN_CHARS = 3
@@ -86,7 +86,7 @@ class Place:
     similarity: float | None = None
 
 
-class ChaptersStage(VideoStage):
+class ChaptersStage(WithEngine[TextEmbeddingModel], VideoStage):
     """The video's chapters, from its transcript, its text on screen and its shots."""
 
     name = CHAPTERS
@@ -97,7 +97,6 @@ class ChaptersStage(VideoStage):
     def __init__(self, settings: ChapterSettings, embed_model: str) -> None:
         self._settings = settings
         self._embed_model = embed_model
-        self._embedder: TextEmbeddingModel | None = None
         self._unrelated = 0.0  # the embedder's likeness of unrelated sentences
 
     @classmethod
@@ -107,31 +106,25 @@ class ChaptersStage(VideoStage):
 
     def version_params(self) -> Mapping[str, object]:
         return {
-            "model": text_embedder(self._embed_model).model_id,
+            "model": self.new_engine().model_id,
             **self._settings.model_dump(exclude={"enabled"}),
         }
 
+    def new_engine(self) -> TextEmbeddingModel:
+        return text_embedder(self._embed_model)
+
     def setup(self) -> None:
-        embedder = text_embedder(self._embed_model)
-        embedder.load()
-        rows = embedder.embed(list(_UNRELATED))
+        super().setup()
+        rows = self.engine.embed(list(_UNRELATED))
         pairs = len(rows) * (len(rows) - 1)
         self._unrelated = float(((rows @ rows.T).sum() - np.trace(rows @ rows.T)) / pairs)
-        self._embedder = embedder
-
-    def teardown(self) -> None:
-        if self._embedder is not None:
-            self._embedder.close()
-            self._embedder = None
 
     def analyse(self, result: VideoResult) -> VideoOutput:
-        if self._embedder is None:
-            raise RuntimeError("ChaptersStage.setup() must run before it processes")
         passages = passages_of(result)
         duration = max([result.probe.duration_s, *(p.end_s for p in passages), 0.0])
         if not passages:
             return VideoOutput({"chapters": []})
-        vectors = self._embedder.embed([p.text for p in passages])
+        vectors = self.engine.embed([p.text for p in passages])
         places = self.places(result, passages, duration, vectors)
         starts = self.starts(places, duration)
         bounds = list(zip([0.0, *starts], [*starts, duration], strict=True))

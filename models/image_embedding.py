@@ -8,7 +8,6 @@ workers have no model hub.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from core.config import StageSettings
 from core.records import Image, Vector
 from models.base import ImageEmbeddingModel, require_rgb
 from models.errors import InferenceFailed, ModelLoadError
+from models.fingerprint import content_id
 
 
 def image_embedder(settings: StageSettings) -> ClipEmbedder | None:
@@ -46,15 +46,11 @@ class ClipEmbedder(ImageEmbeddingModel):
 
     @property
     def model_id(self) -> str:
-        """The folder's name and 8 hex digits of its ``config.json``: another model under the
-        same name gives another id, so their vectors never mix. (Weights trained again into
-        the same architecture keep the config: give them a folder of their own.)"""
-        config = Path(self.model_path) / "config.json"
-        try:
-            digest = hashlib.sha256(config.read_bytes()).hexdigest()[:8]
-        except OSError as exc:
-            raise ModelLoadError(f"no image embedding model at {self.model_path}: {exc}") from exc
-        return f"{Path(self.model_path).resolve().name}-{digest}"
+        """The folder's name and its content's id (``models.fingerprint``): another model, or
+        new weights, under the same name give another id, so their vectors never mix."""
+        if not (Path(self.model_path) / "config.json").is_file():
+            raise ModelLoadError(f"no image embedding model at {self.model_path}")
+        return f"{Path(self.model_path).resolve().name}-{content_id(self.model_path)}"
 
     @property
     def dimension(self) -> int:

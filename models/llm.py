@@ -14,16 +14,15 @@ while the model is loaded; nothing in reelsense calls it there.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 from collections.abc import Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from models.base import ModelEngine
 from models.errors import InferenceFailed, ModelLoadError, ModelUnavailable
+from models.fingerprint import content_id
 
 SMOLLM2 = "smollm2-135m"
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -54,8 +53,7 @@ class LlamaCppModel(ModelEngine):
         path = self.path
         if not path.is_file():
             raise ModelLoadError(f"no GGUF model at {path}")
-        stat = path.stat()
-        return f"llamacpp:{path.name}@{_digest(str(path), stat.st_size, stat.st_mtime_ns)}"
+        return f"llamacpp:{path.name}@{content_id(path)}"
 
     def load(self) -> None:
         try:
@@ -115,16 +113,6 @@ class LlamaCppModel(ModelEngine):
         if not isinstance(parsed, dict):
             raise InferenceFailed("the answer is not a JSON object")
         return parsed
-
-
-@cache
-def _digest(path: str, size: int, mtime_ns: int) -> str:
-    """The file's sha256, first 12 hex digits (read once per file as it is)."""
-    sha = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()[:12]
 
 
 def packaged_smollm2() -> Path:

@@ -13,6 +13,7 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from PIL import Image as PILImage
@@ -21,6 +22,7 @@ from core.config import StageSettings
 from core.records import Image
 from models.base import VlmEngine, require_rgb
 from models.errors import InferenceFailed, ModelLoadError, ModelUnavailable
+from models.fingerprint import content_id
 from models.structured import JsonConstraint
 
 log = logging.getLogger(__name__)
@@ -72,7 +74,8 @@ class TransformersVlmEngine(VlmEngine):
 
     @property
     def model_id(self) -> str:
-        return self.model_path
+        # The content's id: new weights under the same path give the stage a new version.
+        return f"{self.model_path}@{content_id(self.model_path)}"
 
     def load(self) -> None:
         try:
@@ -196,6 +199,9 @@ class VllmVlmEngine(VlmEngine):
 
     @property
     def model_id(self) -> str:
+        # A local checkpoint by its content's id, as for the transformers engine.
+        if Path(self.model).exists():
+            return f"{self.model}@{content_id(self.model)}"
         return self.model
 
     def _engine_args(self) -> dict[str, Any]:

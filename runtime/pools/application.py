@@ -15,6 +15,7 @@ from stages.base import Resources
 from stages.pipeline import Pipeline
 
 _FUSED_MAX_ONGOING = 4096
+WRITER_CPUS = 0.05  # the sink writer: it waits on the sinks' I/O
 
 
 def pools_application(config: ServiceConfig) -> Application:
@@ -41,7 +42,7 @@ def pools_application(config: ServiceConfig) -> Application:
         name=WRITER,
         num_replicas=1,
         max_ongoing_requests=256,  # every waiting video joins the next commit
-        ray_actor_options={"num_cpus": 0.05},
+        ray_actor_options={"num_cpus": WRITER_CPUS},
     )(SinkWriterPool)
     # The writer is the ingress: one process fewer than a deployment of its own for that.
     return writer.bind(config_json, *pools)

@@ -18,6 +18,7 @@ from runtime.executor import IngestItem, PooledChunk, StageExecutor
 from runtime.pools.application import pool_stages, pools_application
 from runtime.pools.base import INGEST, POOLS_APP
 from runtime.pools.errors import pool_call
+from runtime.pools.fit import check_fit
 from runtime.pools.ingest import ChunkCredits
 from runtime.pools.split import SplitIngest
 from stages.sampling import ResumePoint
@@ -55,7 +56,9 @@ class RayExecutor(StageExecutor):
 
     @classmethod
     def deploy(cls, config: ServiceConfig) -> RayExecutor:
-        """Deploy (or update) the pools application; returns once every pool runs."""
+        """Deploy (or update) the pools application; returns once every pool runs. Raises
+        ``PoolsDoNotFit`` first where they cannot all be placed (``runtime.pools.fit``)."""
+        check_fit(config)
         serve.run(
             pools_application(config),
             name=POOLS_APP,

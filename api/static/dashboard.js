@@ -242,6 +242,9 @@
     document.getElementById("result-json").href = path;
     document.getElementById("result-vtt").href = `${path}.vtt?track=text`;
     document.getElementById("result-speech-vtt").href = `${path}.vtt?track=speech`;
+    document.getElementById("result-chapters-vtt").href = `${path}.vtt?track=chapters`;
+    renderSummary(body.outputs?.summary?.data);
+    renderChapters(body.outputs?.chapters?.data?.chapters ?? []);
     const labelled = shotLabels(body);
     const shots = await Promise.all(
       body.shots.map(async (shot) =>
@@ -308,6 +311,34 @@
       return `Failed after ${heard}: ${error.code || "unknown"}: ${error.message || ""}`;
     }
     return speech.language ? `${speech.language} · ${heard}` : `Nothing said in ${heard}.`;
+  }
+
+  // The summary stage's answer: the summary, then its category and tags (hidden without one).
+  function renderSummary(data) {
+    const answered = Boolean(data && data.summary);
+    document.getElementById("summary").hidden = !answered;
+    document.getElementById("summary-text").textContent = answered ? data.summary : "";
+    document.getElementById("summary-meta").textContent = answered
+      ? [data.category, ...(data.tags || [])].join(" · ")
+      : "";
+  }
+
+  // The chapters stage's chapters: when each starts and ends, its title and one line on it.
+  function renderChapters(chapters) {
+    document.getElementById("chapters-part").hidden = chapters.length === 0;
+    document.getElementById("chapters").replaceChildren(
+      ...chapters.map((chapter) =>
+        el(
+          "li",
+          {},
+          el("span", { class: "meta", text: `${clock(chapter.start_s)}–${clock(chapter.end_s)}` }),
+          " ",
+          el("strong", { class: "chapter-title", text: chapter.title }),
+          " ",
+          el("span", { class: "chapter-summary", text: chapter.summary }),
+        ),
+      ),
+    );
   }
 
   function renderSpeech(speech) {

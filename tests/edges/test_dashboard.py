@@ -150,7 +150,17 @@ def _result_of_done_1(objects: LocalObjectStore) -> VideoResult:
     # The first shot's labels (shot_labels); the second has none strong enough.
     labels = [{"name": "streetcar", "score": 0.41, "broader": False}]
     segment = OutputSegment("label", 0.0, 1.5, "streetcar", {"shot": 0, "labels": labels}, True)
-    outputs = {"shot_labels": VideoOutput({"labels": labels}, (segment,))}
+    # Two chapters (the second titled with hostile text) and a summary.
+    chapters = [
+        {"start_s": 0.0, "end_s": 1.5, "title": "PLATFORM 9", "summary": "Mind the gap."},
+        {"start_s": 1.5, "end_s": 2.5, "title": HOSTILE, "summary": "A sign."},
+    ]
+    summary = {"summary": "A station platform.", "tags": ["train", "sign"], "category": "travel"}
+    outputs = {
+        "shot_labels": VideoOutput({"labels": labels}, (segment,)),
+        "chapters": VideoOutput({"chapters": chapters}),
+        "summary": VideoOutput(summary),
+    }
     done = dataclasses.replace(result, frames=frames, speech=speech, outputs=outputs)
     ResultDocumentSink(objects).write([done])
     return done
@@ -438,6 +448,15 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
     assert link.endswith("/v1/videos/done-1/result.vtt?track=text")
     speech_link = browser.find_element(By.ID, "result-speech-vtt").get_attribute("href")
     assert speech_link.endswith("/v1/videos/done-1/result.vtt?track=speech")
+    chapters_link = browser.find_element(By.ID, "result-chapters-vtt").get_attribute("href")
+    assert chapters_link.endswith("/v1/videos/done-1/result.vtt?track=chapters")
+    assert _texts(browser, "#chapters li") == [
+        "0:00.0–0:01.5 PLATFORM 9 Mind the gap.",
+        f"0:01.5–0:02.5 {HOSTILE} A sign.",  # shown literally, not run
+    ]
+    assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#chapters img")
+    assert browser.find_element(By.ID, "summary-text").text == "A station platform."
+    assert browser.find_element(By.ID, "summary-meta").text == "travel · train · sign"
 
     # A done video without a stored result: the page says why and keeps working.
     await asyncio.to_thread(open_result, "done-2")

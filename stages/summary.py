@@ -119,7 +119,8 @@ class SummaryStage(WithEngine[LlamaCppModel], VideoStage):
         asks = [
             f"Summarise the video in {_LANGUAGES.get(language, language)}, in at most "
             f"{settings.summary_chars} characters.",
-            f"Give up to {settings.max_tags} short topic tags and one category from the list.",
+            f"Give up to {settings.max_tags} short topic tags, and one category of: "
+            f"{', '.join(settings.categories)}.",
         ]
         if settings.second_language:
             name = _LANGUAGES.get(settings.second_language, settings.second_language)

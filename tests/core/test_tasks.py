@@ -45,7 +45,9 @@ async def test_what_a_task_raised_is_dropped_and_ended_tasks_are_left_alone() ->
 
 async def test_loops_of_redis_calls_all_end(redis_url: str) -> None:
     """redis-py sends through asyncio.wait_for, which under Python 3.11 loses a cancel that
-    arrives as the write finishes: one cancel each leaves some of these loops running."""
+    arrives as the write finishes: one cancel each leaves some of these loops running for
+    ever. (A cancel that cuts a write closes the connection, and redis-py's own retries may
+    then hold a loop for some seconds before it ends: the bound is generous.)"""
     client = aioredis.Redis.from_url(redis_url, socket_timeout=5)
     rng = random.Random(7)
 
@@ -57,7 +59,7 @@ async def test_loops_of_redis_calls_all_end(redis_url: str) -> None:
         for _ in range(60):
             task = asyncio.create_task(pings())
             await asyncio.sleep(rng.random() * 0.003)
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 await cancel_and_wait(task, every_s=0.02)
             assert task.done()
     finally:

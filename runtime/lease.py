@@ -92,6 +92,10 @@ async def holding(
     if task is None:
         raise RuntimeError("holding() runs inside a task")
     lost: list[ReelsenseError] = []
+    # Once the block has ended, a renewal that finds the lease lost must not cancel what the
+    # task does on its way out (the renewal's Redis call may have lost its own cancel and
+    # finished: ``core.tasks``).
+    ended = False
 
     async def renew() -> None:
         go_on = True
@@ -102,18 +106,21 @@ async def holding(
             )
             if error is not None:
                 lost.append(error)
-                task.cancel()
+                if not ended:
+                    task.cancel()
 
     keeper = asyncio.create_task(renew(), name=f"lease {video_id}")
     try:
         yield
     except BaseException as exc:
+        ended = True
         await _stop(keeper)  # before letting go: a renewal in flight would take it back
         if not lost or isinstance(lost[0], AttemptStalled):
             await _release(store, video_id, epoch)
         if lost and isinstance(exc, asyncio.CancelledError) and task.uncancel() == 0:
             raise lost[0] from None
         raise
+    ended = True
     await _stop(keeper)
 
 

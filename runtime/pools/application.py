@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ray import serve
@@ -18,11 +19,36 @@ _FUSED_MAX_ONGOING = 4096
 WRITER_CPUS = 0.05  # the sink writer: it waits on the sinks' I/O
 
 
-def pools_application(config: ServiceConfig) -> Application:
-    """Every stage pool and the sink writer, as the one Serve application ``POOLS_APP``."""
-    pipeline = Pipeline.from_config(config)
+@dataclass(frozen=True)
+class PoolDeployment:
+    """A stage pool as deployed: the setting that sizes it, what its stage declares, and
+    its pool's settings."""
+
+    setting: str
+    declared: Resources
+    pool: PoolSettings
+
+
+def pool_deployments(config: ServiceConfig, pipeline: Pipeline) -> dict[str, PoolDeployment]:
+    """The stage pools of the pools application: the ingest replicas (decode's pool), then
+    each later stage that is not fused into them."""
+    ray = config.ray
+    pools = {INGEST: PoolDeployment("ray.decode", pipeline.decode.resources, ray.decode)}
+    for name, stage in later_stages(pipeline).items():
+        if name not in ray.fused:  # else it runs in the ingest replicas
+            setting = f"ray.{name}" if ray.has_own_pool(name) else f"ray.pools.{name}"
+            pools[name] = PoolDeployment(setting, stage.resources, ray.pool(name))
+    return pools
+
+
+def pools_application(config: ServiceConfig, pipeline: Pipeline | None = None) -> Application:
+    """Every stage pool and the sink writer, as the one Serve application ``POOLS_APP``
+    (``pipeline``: ``config``'s, where the caller has it built)."""
+    pipeline = pipeline or Pipeline.from_config(config)
     config_json = config.to_replica_json()
-    ingest_options = deployment_options(INGEST, pipeline.decode.resources, config.ray.decode)
+    deployments = pool_deployments(config, pipeline)
+    ingest = deployments.pop(INGEST)
+    ingest_options = deployment_options(INGEST, ingest.declared, ingest.pool)
     if config.ray.fused:
         # A decode stream holds its request for a whole video and waits for its chunks to be
         # taken; calls of fused stages routed here (a reused result's stages, an embedder that
@@ -30,13 +56,9 @@ def pools_application(config: ServiceConfig) -> Application:
         # streams can take every slot and starve the calls for good. Streams stay bounded by
         # the consumers' videos in flight, and Serve spreads them over the replicas.
         ingest_options["max_ongoing_requests"] = _FUSED_MAX_ONGOING
-    ingest = serve.deployment(**ingest_options)(IngestPool)
-    pools = [ingest.bind(config_json)]
-    stages = later_stages(pipeline)
-    for name, stage in stages.items():
-        if name in config.ray.fused:
-            continue  # runs in the ingest replicas
-        options = deployment_options(name, stage.resources, config.ray.pool(name))
+    pools = [serve.deployment(**ingest_options)(IngestPool).bind(config_json)]
+    for name, deployment in deployments.items():
+        options = deployment_options(name, deployment.declared, deployment.pool)
         pools.append(serve.deployment(**options)(ModelPool).bind(config_json, name))
     writer = serve.deployment(
         name=WRITER,

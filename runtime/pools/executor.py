@@ -21,6 +21,7 @@ from runtime.pools.errors import pool_call
 from runtime.pools.fit import check_fit
 from runtime.pools.ingest import ChunkCredits
 from runtime.pools.split import SplitIngest
+from stages.pipeline import Pipeline
 from stages.sampling import ResumePoint
 
 
@@ -58,9 +59,10 @@ class RayExecutor(StageExecutor):
     def deploy(cls, config: ServiceConfig) -> RayExecutor:
         """Deploy (or update) the pools application; returns once every pool runs. Raises
         ``PoolsDoNotFit`` first where they cannot all be placed (``runtime.pools.fit``)."""
-        check_fit(config)
+        pipeline = Pipeline.from_config(config)
+        check_fit(config, pipeline)
         serve.run(
-            pools_application(config),
+            pools_application(config, pipeline),
             name=POOLS_APP,
             route_prefix=None,
             logging_config={"log_level": "WARNING"},

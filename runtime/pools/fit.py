@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from core.config import ServiceConfig
 from core.errors import PermanentError
-from runtime.pools.application import WRITER_CPUS, pool_resources
-from runtime.pools.base import INGEST, WRITER, later_stages
+from runtime.pools.application import WRITER_CPUS, pool_deployments, pool_resources
+from runtime.pools.base import WRITER
 from stages.base import Resources
 from stages.pipeline import Pipeline
 
@@ -44,23 +44,14 @@ class Demand:
     each: Resources
 
 
-def pools_demand(config: ServiceConfig) -> dict[str, Demand]:
-    """What each deployment of the pools application asks for (``config`` as placed)."""
-    pipeline = Pipeline.from_config(config)
-    ray = config.ray
+def pools_demand(config: ServiceConfig, pipeline: Pipeline | None = None) -> dict[str, Demand]:
+    """What each deployment of the pools application asks for (``config`` as placed;
+    ``pipeline``: its pipeline, where the caller has it built)."""
+    deployments = pool_deployments(config, pipeline or Pipeline.from_config(config))
     demand = {
-        INGEST: Demand(
-            "ray.decode",
-            ray.decode.min_replicas,
-            pool_resources(pipeline.decode.resources, ray.decode),
-        )
+        name: Demand(d.setting, d.pool.min_replicas, pool_resources(d.declared, d.pool))
+        for name, d in deployments.items()
     }
-    for name, stage in later_stages(pipeline).items():
-        if name in ray.fused:
-            continue  # inside the ingest replicas
-        pool = ray.pool(name)
-        setting = f"ray.{name}" if ray.has_own_pool(name) else f"ray.pools.{name}"
-        demand[name] = Demand(setting, pool.min_replicas, pool_resources(stage.resources, pool))
     demand[WRITER] = Demand("(fixed)", 1, Resources(cpus=WRITER_CPUS))
     return demand
 
@@ -101,13 +92,14 @@ def fit_problems(
     return refusals, warnings
 
 
-def check_fit(config: ServiceConfig) -> None:
+def check_fit(config: ServiceConfig, pipeline: Pipeline | None = None) -> None:
     """Raise ``PoolsDoNotFit`` where the pools of ``config`` cannot all be placed on the Ray
     cluster this process is connected to (``fit_problems``)."""
     import ray
 
     nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
-    refusals, warnings = fit_problems(pools_demand(config), nodes, fixed=config.ray.address is None)
+    demand = pools_demand(config, pipeline)
+    refusals, warnings = fit_problems(demand, nodes, fixed=config.ray.address is None)
     for warning in warnings:
         log.warning("%s (an autoscaler may add them)", warning)
     if refusals:

@@ -8,8 +8,9 @@ from urllib.parse import quote
 from core.records import VideoResult
 from core.shots import video_shots
 from core.speech import Speech
-from core.stage_names import CHAPTERS, SUMMARY
+from core.stage_names import SUMMARY
 from sinks.object_store import document_key
+from stages.chapters import chapters_of
 
 # The start of the text a `video.done` message carries; the rest is in the result document.
 DONE_TEXT_CHARS = 1000
@@ -33,9 +34,7 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
         "shots": len(video_shots(result.frames, result.probe.duration_s)),
         "speech": _speech_summary(result.speech),
         # None where the stage did not run (off, or the result is older than it).
-        "chapters": len(result.outputs[CHAPTERS].data.get("chapters", []))
-        if CHAPTERS in result.outputs
-        else None,
+        "chapters": None if (chapters := chapters_of(result)) is None else len(chapters),
         "summary": _summary(result),
         "timings": result.timings,
         "result": {

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from stages.base import VideoStage, WithEngine
 _MIN_SHOWN_CHARS = 3
 #: Sentences on nothing in common. How alike an embedder finds them is where its scale of
 #: likeness starts (about 0.07 for the Universal Sentence Encoder, 0.77 for E5), so that
-#: ``min_drop`` means the same with any embedder.
+#: ``min_depth`` means the same with any embedder.
 _UNRELATED = (
     "The train to the airport leaves every twenty minutes.",
     "Water boils at a lower temperature high in the mountains.",
@@ -78,12 +79,11 @@ class Chapter:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a chapter may start (``why``: "cut" or "pause"), and how alike the text before
-    and after it is (None: one side has no text)."""
+    """Where a chapter may start (a cut or a pause), and how alike the text before and after
+    it is (None: one side has no text)."""
 
     at_s: float
-    why: str
-    similarity: float | None = None
+    similarity: float | None
 
 
 class ChaptersStage(WithEngine[TextEmbeddingModel], VideoStage):
@@ -116,8 +116,9 @@ class ChaptersStage(WithEngine[TextEmbeddingModel], VideoStage):
     def setup(self) -> None:
         super().setup()
         rows = self.engine.embed(list(_UNRELATED))
+        alike = rows @ rows.T
         pairs = len(rows) * (len(rows) - 1)
-        self._unrelated = float(((rows @ rows.T).sum() - np.trace(rows @ rows.T)) / pairs)
+        self._unrelated = float((alike.sum() - np.trace(alike)) / pairs)
 
     def analyse(self, result: VideoResult) -> VideoOutput:
         passages = passages_of(result)
@@ -158,18 +159,16 @@ class ChaptersStage(WithEngine[TextEmbeddingModel], VideoStage):
             # a cut in the pause is the place already
             and not any(before.end_s <= cut <= after.start_s for cut in cuts)
         ]
-        found = [Place(t, "cut") for t in cuts] + [Place(t, "pause") for t in pauses]
         window = self._settings.window_s
         return [
             Place(
-                place.at_s,
-                place.why,
+                at,
                 self.likeness(
-                    _side(passages, vectors, place.at_s - window, place.at_s),
-                    _side(passages, vectors, place.at_s, place.at_s + window),
+                    _side(passages, vectors, at - window, at),
+                    _side(passages, vectors, at, at + window),
                 ),
             )
-            for place in sorted(found, key=lambda place: place.at_s)
+            for at in sorted([*cuts, *pauses])
         ]
 
     def likeness(self, before: Vector | None, after: Vector | None) -> float | None:
@@ -223,6 +222,13 @@ class ChaptersStage(WithEngine[TextEmbeddingModel], VideoStage):
         elif shown:
             summary = "; ".join(dict.fromkeys(p.text for p in shown))
         return Chapter(start_s, end_s, title.strip(), _words(summary, self._settings.summary_words))
+
+
+def chapters_of(result: VideoResult) -> list[dict[str, Any]] | None:
+    """The chapters in a result (``Chapter.to_json`` each); None where the stage did not run
+    on it."""
+    output = result.outputs.get(CHAPTERS)
+    return None if output is None else list(output.data.get("chapters", []))
 
 
 def valley_depths(likeness: Sequence[float]) -> list[float]:

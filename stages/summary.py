@@ -24,6 +24,7 @@ from core.spans import text_spans
 from core.stage_names import CHAPTERS, SHOT_LABELS, SUMMARY
 from models.llm import ContextExceeded, LlamaCppModel
 from stages.base import VideoStage, WithEngine
+from stages.chapters import chapters_of
 
 #: The answer's schema: a new one gives the stage a new version.
 SCHEMA_VERSION = "summary/1"
@@ -84,7 +85,7 @@ class SummaryStage(WithEngine[LlamaCppModel], VideoStage):
         language = (result.speech.language if result.speech else None) or "en"
         if not any(text for _, text in material):
             return VideoOutput({"summary": None, "reason": "nothing said, shown or read"})
-        chapters = len(_chapters(result))
+        chapters = len(chapters_of(result) or [])
         schema = answer_schema(self._settings, chapters)
         budget = self._settings.context_tokens - answer_tokens(self._settings, chapters)
         budget = (budget - _TEMPLATE_TOKENS) * _CHARS_PER_TOKEN
@@ -138,7 +139,7 @@ class SummaryStage(WithEngine[LlamaCppModel], VideoStage):
 def material_of(result: VideoResult) -> list[tuple[str, str]]:
     """What the prompt tells of the video, most telling first: its chapters, what it shows,
     the text on screen, the transcript."""
-    chapters = "\n".join(f"{c['start_s']:.0f} s: {c['title']}" for c in _chapters(result))
+    chapters = "\n".join(f"{c['start_s']:.0f} s: {c['title']}" for c in chapters_of(result) or [])
     labels_output = result.outputs.get(SHOT_LABELS)
     labels = labels_output.data.get("labels", []) if labels_output else []
     shown = ", ".join(str(label["name"]) for label in labels)
@@ -216,8 +217,3 @@ def titled(chapters: int) -> int:
     """How many chapters the model titles: all of two to ``MAX_TITLED``, else none (one
     chapter is the video; more would take the answer's budget from the summary)."""
     return chapters if 2 <= chapters <= MAX_TITLED else 0
-
-
-def _chapters(result: VideoResult) -> list[dict[str, Any]]:
-    output = result.outputs.get(CHAPTERS)
-    return list(output.data.get("chapters", [])) if output else []

@@ -87,15 +87,14 @@ class SummaryStage(WithEngine[LlamaCppModel], VideoStage):
             return VideoOutput({"summary": None, "reason": "nothing said, shown or read"})
         chapters = len(chapters_of(result) or [])
         schema = answer_schema(self._settings, chapters)
-        budget = self._settings.context_tokens - answer_tokens(self._settings, chapters)
+        answer_budget = answer_tokens(self._settings, chapters)
+        budget = self._settings.context_tokens - answer_budget
         budget = (budget - _TEMPLATE_TOKENS) * _CHARS_PER_TOKEN
         for _ in range(_TRIES):
             kept, trimmed = trim(material, budget)
             messages = self.messages(kept, language, chapters)
             try:
-                answer = self.engine.answer(
-                    messages, schema, answer_tokens(self._settings, chapters)
-                )
+                answer = self.engine.answer(messages, schema, answer_budget)
             except ContextExceeded:
                 budget //= 2
                 continue

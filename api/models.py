@@ -94,8 +94,13 @@ class ProgressUpdate(BaseModel):
     tenant: str
     status: VideoState
     stage: str | None
-    done: int = Field(description="Chunks finished by `stage`.")
-    total: int | None = Field(description="Chunks in the video, once decoding has ended.")
+    done: int = Field(description="Parts finished by `stage` (as in `StageProgress`).")
+    total: int | None = Field(description="Parts in all, once known (as in `StageProgress`).")
+    applicable: bool = Field(
+        default=True,
+        description="False when `stage` has nothing to do for this video, as `speech` for a "
+        "video without an audio track; such a stage counts as finished.",
+    )
     at: datetime
 
 

@@ -28,8 +28,23 @@ class VideoState(StrEnum):
 
 
 class StageProgress(BaseModel):
-    done: int = 0  # chunks finished by this stage
-    total: int | None = None  # known once decoding has ended
+    """One stage's progress on one video."""
+
+    done: int = Field(
+        default=0,
+        description="Parts finished: chunks, the audio windows for `speech`, 1 for a stage "
+        "that runs once per video.",
+    )
+    total: int | None = Field(
+        default=None,
+        description="Parts in all, once known: chunks once decoding has ended, audio windows "
+        "once the audio track has.",
+    )
+    applicable: bool = Field(
+        default=True,
+        description="False when the stage has nothing to do for this video, as `speech` for a "
+        "video without an audio track; such a stage counts as finished.",
+    )
 
 
 class VideoStatus(BaseModel):
@@ -106,6 +121,7 @@ class ProgressEvent:
     done: int
     total: int | None
     at: datetime
+    applicable: bool = True  # False: ``stage`` has nothing to do for this video
 
 
 class CheckpointStore(ABC):
@@ -139,9 +155,18 @@ class CheckpointStore(ABC):
 
     @abstractmethod
     async def advance(
-        self, video_id: str, epoch: int, stage: str, done: int, total: int | None = None
+        self,
+        video_id: str,
+        epoch: int,
+        stage: str,
+        done: int,
+        total: int | None = None,
+        *,
+        applicable: bool = True,
     ) -> None:
-        """Record that ``stage`` has finished ``done`` chunks (of ``total``, once known)."""
+        """Record that ``stage`` has finished ``done`` chunks (of ``total``, once known);
+        ``applicable=False``: the stage has nothing to do for this video (speech, without an
+        audio track), which every progress view shows as finished. Each call says it anew."""
 
     @abstractmethod
     async def chunks_done(self, video_id: str) -> set[int]:

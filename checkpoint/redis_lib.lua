@@ -41,7 +41,8 @@ local function reindex(old_status, old_tenant, status, tenant, now)
 end
 
 -- Live event for subscribers, and the same event in a capped stream for late readers.
-local function publish(tenant, status, stage, done, total, now)
+-- ``applicable``: false when ``stage`` has nothing to do for the video (nil: it has).
+local function publish(tenant, status, stage, done, total, now, applicable)
   local event = cjson.encode({
     video_id = VID,
     tenant = tenant,
@@ -49,6 +50,7 @@ local function publish(tenant, status, stage, done, total, now)
     stage = stage or cjson.null,
     done = done or 0,
     total = total or cjson.null,
+    applicable = applicable ~= false,
     at = now,
   })
   redis.call('PUBLISH', P .. ':progress', event)
@@ -70,7 +72,7 @@ local function set_version(old_version, version)
   local fields = redis.call('HKEYS', VKEY)
   for _, field in ipairs(fields) do
     local head = string.sub(field, 1, 3)
-    if head == 'sd:' or head == 'st:' or string.sub(field, 1, 2) == 'c:' then
+    if head == 'sd:' or head == 'st:' or head == 'sn:' or string.sub(field, 1, 2) == 'c:' then
       redis.call('HDEL', VKEY, field)
     end
   end

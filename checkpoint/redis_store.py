@@ -27,13 +27,9 @@ from checkpoint.base import (
 from checkpoint.durability import Durability, DurabilityMode
 from checkpoint.errors import CheckpointLost, StaleEpoch, VideoBusy, VideoIdTaken
 from checkpoint.redis_clients import async_client, retrying
+from checkpoint.redis_lists import list_page
 from checkpoint.redis_outbox import RedisOutbox
-from checkpoint.redis_wire import (
-    ProgressSubscription,
-    boundary,
-    decode_cursor,
-    encode_cursor,
-)
+from checkpoint.redis_wire import ProgressSubscription, boundary
 from checkpoint.scripts import (
     SCRIPTS,
     fields_from_pairs,
@@ -43,7 +39,6 @@ from checkpoint.scripts import (
     ref_json,
 )
 from core.config import RedisSettings
-from core.errors import PermanentError
 from core.records import VideoRef
 
 log = logging.getLogger(__name__)
@@ -153,11 +148,17 @@ class RedisCheckpointStore(CheckpointStore):
         self._refuse(reply, video_id, epoch)
 
     async def advance(
-        self, video_id: str, epoch: int, stage: str, done: int, total: int | None = None
+        self,
+        video_id: str,
+        epoch: int,
+        stage: str,
+        done: int,
+        total: int | None = None,
+        *,
+        applicable: bool = True,
     ) -> None:
-        reply = await self._run(
-            "advance", video_id, epoch, stage, done, "" if total is None else total
-        )
+        args = (stage, done, "" if total is None else total, int(applicable))
+        reply = await self._run("advance", video_id, epoch, *args)
         self._refuse(reply, video_id, epoch)
 
     async def chunks_done(self, video_id: str) -> set[int]:
@@ -353,43 +354,16 @@ class RedisCheckpointStore(CheckpointStore):
         limit: int = 100,
         cursor: str | None = None,
     ) -> tuple[list[VideoStatus], str | None]:
-        """Newest first by updated time. The cursor is (score, how many of that score were
-        already returned); a video updated between pages moves to the front and may be missed
-        or seen twice by a paging reader, as with any list ordered by a changing time."""
-        if limit < 1:
-            raise PermanentError(f"limit must be at least 1, got {limit}", code="invalid_limit")
-        parts = [f"tenant:{tenant}"] if tenant is not None else []
-        parts += [f"status:{status.value}"] if status is not None else []
-        index = f"{self._prefix}:idx:" + (":".join(parts) or "all")
-        top, skip = decode_cursor(cursor) if cursor else (float("inf"), 0)
-        async with boundary():
-            reply = await self._redis.zrevrangebyscore(
-                index, top, "-inf", start=skip, num=limit + 1, withscores=True
-            )
-            rows = [(str(member), float(score)) for member, score in cast("list[Any]", reply)]
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for video_id, _ in rows[:limit]:
-                    pipe.hgetall(self.video_key(video_id))
-                records: list[dict[str, str]] = await pipe.execute()
-            expired = [
-                video_id
-                for (video_id, _), fields in zip(rows[:limit], records, strict=True)
-                if not fields
-            ]
-            if expired:  # records past their retention: their index entries go too
-                await self._redis.zrem(index, *expired)
-        page = [
-            record_from_fields(fields)
-            for fields in records
-            if fields
-            and (status is None or fields.get("status") == status.value)
-            and (tenant is None or fields.get("tenant") == tenant)
-        ]
-        if len(rows) <= limit:
-            return page, None
-        last = rows[limit - 1][1]
-        same = sum(1 for _, score in rows[:limit] if score == last)
-        return page, encode_cursor(last, same + (skip if last == top else 0))
+        """Newest first by updated time, paged as ``checkpoint/redis_lists.py`` says."""
+        return await list_page(
+            self._redis,
+            self._prefix,
+            self.video_key,
+            status=status,
+            tenant=tenant,
+            limit=limit,
+            cursor=cursor,
+        )
 
 
 def _refuse_other_tenant(reply: list[Any], ref: VideoRef) -> None:

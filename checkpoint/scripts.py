@@ -19,7 +19,9 @@ made the record), ``swept_at`` (when the sweeper last sent that event through ag
 ``owner lease_until`` (the instance running the attempt and, in server milliseconds, until when
 its lease holds; 0: none) and ``created_at updated_at started_at finished_at`` (Redis server
 time, µs since the epoch); stage progress is
-flattened as ``sd:{stage}`` (chunks done) and ``st:{stage}`` (total, once known).
+flattened as ``sd:{stage}`` (chunks done), ``st:{stage}`` (total, once known) and ``sn:{stage}``
+(present while the stage has nothing to do for the video: not applicable; records written
+before it existed read as applicable).
 """
 
 from __future__ import annotations
@@ -98,12 +100,14 @@ def record_from_fields(fields: Mapping[str, str]) -> VideoStatus:
     """The record hash as a ``VideoStatus`` with timezone-aware (UTC) times."""
     stages: dict[str, StageProgress] = {}
     for name, value in fields.items():
-        if name.startswith(("sd:", "st:")):
+        if name.startswith(("sd:", "st:", "sn:")):
             progress = stages.setdefault(name[3:], StageProgress())
             if name.startswith("sd:"):
                 progress.done = int(value)
-            else:
+            elif name.startswith("st:"):
                 progress.total = int(value)
+            else:
+                progress.applicable = False
     return VideoStatus(
         video_id=fields["video_id"],
         tenant=fields.get("tenant", "default"),
@@ -141,4 +145,5 @@ def progress_from_json(data: str) -> ProgressEvent:
         done=int(raw.get("done") or 0),
         total=None if raw.get("total") is None else int(raw["total"]),
         at=EPOCH + timedelta(microseconds=int(raw["at"])),
+        applicable=raw.get("applicable") is not False,  # events before it: applicable
     )

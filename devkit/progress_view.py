@@ -13,6 +13,10 @@ _BAR = 12
 
 
 def stage_bar(progress: StageProgress) -> str:
+    """``done/total`` behind a bar; ``n/a`` for a stage with nothing to do for the video (the
+    speech of a video without audio), which counts as finished: a full bar, dimmed."""
+    if not progress.applicable:
+        return f"[dim]{'█' * _BAR} n/a[/dim]"
     if not progress.total:
         return f"{progress.done}/?"
     filled = round(_BAR * min(progress.done, progress.total) / progress.total)

@@ -112,8 +112,12 @@ class SpeechTrack:
         await self._progress()
 
     async def _progress(self) -> None:
-        total = self._end.parts if self._end is not None else None
-        await self._run.progress(SPEECH, len(self._parts), total)
+        end = self._end
+        total = end.parts if end is not None else None
+        # A video without an audio track has no speech to recognise: not 0 of 0 windows, but
+        # nothing to do, which every progress view shows as such and counts as finished.
+        applicable = end is None or end.has_audio
+        await self._run.progress(SPEECH, len(self._parts), total, applicable=applicable)
 
     def speech(self) -> Speech:
         """The video's speech, once the track is complete."""

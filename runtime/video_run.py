@@ -56,9 +56,14 @@ class VideoRun:
     def restored(self, chunk: Chunk) -> None:
         self.decoded(chunk.index, chunk.last)
 
-    async def progress(self, stage: str, done: int, total: int | None) -> None:
+    async def progress(
+        self, stage: str, done: int, total: int | None, *, applicable: bool = True
+    ) -> None:
+        """``applicable=False``: ``stage`` has nothing to do for this video."""
         self.heartbeat.beat()
-        await self.store.advance(self.ref.video_id, self.epoch, stage, done, total)
+        await self.store.advance(
+            self.ref.video_id, self.epoch, stage, done, total, applicable=applicable
+        )
 
     async def stage_done(self, stage: str) -> None:
         self.done[stage] += 1

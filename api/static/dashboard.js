@@ -92,9 +92,13 @@
   function stageBars(video) {
     const grid = el("div", { class: "stages" });
     for (const name of stageNames(video.stages || {})) {
-      const { done, total } = video.stages[name];
-      const known = total !== null && total !== undefined && total > 0;
+      const { done, total, applicable } = video.stages[name];
+      // A stage with nothing to do for the video (speech without an audio track) counts as
+      // finished: a full bar, shown as not applicable.
+      const skipped = applicable === false;
+      const known = !skipped && total !== null && total !== undefined && total > 0;
       const percent = known ? Math.min(100, Math.round((100 * done) / total)) : 100;
+      const measured = known || skipped;
       const bar = el(
         "div",
         {
@@ -103,15 +107,17 @@
           "data-stage": name,
           "data-done": String(done),
           "data-total": known ? String(total) : "",
-          "aria-label": `${name} progress`,
-          ...(known ? { "aria-valuenow": String(percent), "aria-valuemin": "0", "aria-valuemax": "100" } : {}),
+          "data-applicable": String(!skipped),
+          "aria-label": skipped ? `${name}: not applicable` : `${name} progress`,
+          ...(measured ? { "aria-valuenow": String(percent), "aria-valuemin": "0", "aria-valuemax": "100" } : {}),
         },
         el("span", { style: { width: `${percent}%` } }),
       );
+      const count = skipped ? "n/a" : known ? `${done}/${total}` : `${done}/?`;
       grid.append(
         el("span", { class: "stage-name", text: name }),
         bar,
-        el("span", { class: "stage-count", text: known ? `${done}/${total}` : `${done}/?` }),
+        el("span", { class: "stage-count", text: count, ...(skipped ? { title: "nothing to do for this video" } : {}) }),
       );
     }
     return grid;
@@ -410,7 +416,10 @@
         stages: {},
         started_at: update.at,
       };
-      if (update.stage) video.stages[update.stage] = { done: update.done, total: update.total };
+      if (update.stage) {
+        const { done, total, applicable } = update;
+        video.stages[update.stage] = { done, total, applicable };
+      }
       inflight.set(update.video_id, video);
     }
     renderInflight();

@@ -24,6 +24,7 @@ from checkpoint.errors import (
     VideoIdTaken,
 )
 from checkpoint.redis_store import RedisCheckpointStore
+from checkpoint.scripts import progress_from_json
 from core.config import RedisSettings
 from core.errors import PermanentError, RetryableError
 from core.records import VideoRef
@@ -190,6 +191,47 @@ async def test_stage_progress_survives_a_reclaim_only_under_the_same_version(cp:
     third = await cp.store.claim(ref("v1"), V2)
     assert third.status.stages == {}
     assert third.status.pipeline_version == V2
+
+
+async def test_a_stage_with_nothing_to_do_is_kept_as_not_applicable(cp: Ctx) -> None:
+    """The speech of a video without audio: flagged in the record and its progress event,
+    until an advance says the stage applies again or a new pipeline version drops progress."""
+    subscription = await cp.store.subscribe_progress()
+    try:
+        claim = await cp.store.claim(ref("v1"), V1)
+        await cp.store.advance("v1", claim.epoch, "ocr", 1, 2)
+        await cp.store.advance("v1", claim.epoch, "speech", 0, 0, applicable=False)
+        received = [await asyncio.wait_for(anext(subscription), 10) for _ in range(3)]
+    finally:
+        await subscription.aclose()
+    assert [(e.stage, e.done, e.total, e.applicable) for e in received] == [
+        (None, 0, None, True),
+        ("ocr", 1, 2, True),
+        ("speech", 0, 0, False),
+    ]
+    status = await cp.store.get("v1")
+    assert status is not None
+    assert status.stages["speech"].model_dump() == {"done": 0, "total": 0, "applicable": False}
+    assert status.stages["ocr"].applicable
+    again = await cp.store.claim(ref("v1"), V1)  # a new attempt under the same version
+    assert not again.status.stages["speech"].applicable
+    await cp.store.advance("v1", again.epoch, "speech", 1, None)  # the video has audio now
+    status = await cp.store.get("v1")
+    assert status is not None
+    assert status.stages["speech"].applicable
+    await cp.store.advance("v1", again.epoch, "speech", 0, 0, applicable=False)
+    assert (await cp.store.claim(ref("v1"), V2)).status.stages == {}
+
+
+async def test_what_was_written_before_applicability_reads_as_applicable(cp: Ctx) -> None:
+    await cp.store.claim(ref("v1"), V1)
+    await cp.raw.hset(cp.key("video:v1"), mapping={"sd:speech": 2, "st:speech": 3})
+    status = await cp.store.get("v1")
+    assert status is not None
+    assert status.stages["speech"].model_dump() == {"done": 2, "total": 3, "applicable": True}
+    old_event = '{"video_id":"v1","tenant":"acme","status":"running","stage":"speech",'
+    old_event += '"done":2,"total":3,"at":1700000000000000}'
+    assert progress_from_json(old_event).applicable
 
 
 async def test_each_transition_clears_what_the_attempt_before_left(cp: Ctx) -> None:

@@ -348,6 +348,28 @@ async def test_dashboard_shows_progress_failures_and_throughput(page: Page, brow
         "bars in pipeline order",
     )
 
+    # A stage with nothing to do for the video (speech without an audio track): "n/a" and a
+    # full bar, from the event stream and, after a reload, from the list; never "0/?".
+    await page.store.advance(
+        "keynote-7", page.epochs["keynote-7"], "speech", 0, 0, applicable=False
+    )
+    counted = '#inflight tr[data-video-id="keynote-7"] .stage-count'
+    for reload in (False, True):
+        if reload:
+            await asyncio.to_thread(browser.get, f"{page.base}/dashboard#token={TOKEN}")
+        await _until(lambda: _texts(browser, counted)[-1:] == ["n/a"], "speech not applicable")
+        counts = await asyncio.to_thread(_texts, browser, counted)
+        assert counts == ["1/1", "2/?", "1/?", "1/?", "n/a"]  # fetch, decode, ocr, vlm, speech
+        bars = await asyncio.to_thread(_bars, browser, "keynote-7")
+        assert bars["speech"][2] == bars["fetch"][2]  # as full as a finished stage's
+        speech_bar = await asyncio.to_thread(
+            browser.find_element,
+            By.CSS_SELECTOR,
+            '#inflight tr[data-video-id="keynote-7"] .bar[data-stage="speech"]',
+        )
+        assert speech_bar.get_attribute("data-applicable") == "false"
+    await _until(lambda: browser.find_element(By.ID, "stream-state").text == "live", "live again")
+
     # Failures with their reasons, as text.
     failures = await _until(lambda: _texts(browser, "#failures li"), "failure list")
     assert len(failures) == 2

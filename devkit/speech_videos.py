@@ -204,6 +204,11 @@ class Utterance:
     text: str
     start_s: float
     end_s: float
+    voice: str = "en"  # the espeak-ng voice that says it ("de", "es", "en-us")
+
+
+# A sentence of a script: when it starts and what it says, in the video's voice or its own.
+ScriptLine = tuple[float, str] | tuple[float, str, str]
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,7 @@ class SpeechTruth:
 
 def write_speech_video(
     out_path: Path,
-    script: Sequence[tuple[float, str]],
+    script: Sequence[ScriptLine],
     *,
     seconds: float,
     workdir: Path,
@@ -223,8 +228,8 @@ def write_speech_video(
     rate: int = 44_100,
     layout: str = "mono",
 ) -> SpeechTruth:
-    """A ``seconds`` long video in which each ``(start_s, sentence)`` of ``script`` is spoken
-    from ``start_s``; the WAVs and the silent base video are left in ``workdir``."""
+    """A ``seconds`` long video in which each ``(start_s, sentence[, voice])`` of ``script`` is
+    spoken from ``start_s``; the WAVs and the silent base video are left in ``workdir``."""
     base = write_plain_video(workdir / f"{out_path.stem}.base.mp4", seconds)
     utterances = speak_over(base, script, out_path, workdir, voice=voice, rate=rate, layout=layout)
     duration = max([float(seconds)] + [u.end_s for u in utterances])
@@ -233,7 +238,7 @@ def write_speech_video(
 
 def speak_over(
     video: Path,
-    script: Sequence[tuple[float, str]],
+    script: Sequence[ScriptLine],
     out_path: Path,
     workdir: Path,
     *,
@@ -245,10 +250,11 @@ def speak_over(
     from ``start_s``, written to ``out_path``; the WAVs are left in ``workdir``."""
     sounds: list[tuple[float, Path]] = []
     utterances: list[Utterance] = []
-    for i, (start, text) in enumerate(script):
-        wav = synthesize(text, workdir / f"{out_path.stem}.{i}.wav", voice)
+    for i, (start, text, *own) in enumerate(script):
+        said_in = own[0] if own else voice
+        wav = synthesize(text, workdir / f"{out_path.stem}.{i}.wav", said_in)
         sounds.append((start, wav))
-        utterances.append(Utterance(text, start, start + audio_seconds(wav)))
+        utterances.append(Utterance(text, start, start + audio_seconds(wav), said_in))
     mux_audio(video, sounds, out_path, rate=rate, layout=layout)
     return tuple(utterances)
 

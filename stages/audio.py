@@ -2,11 +2,15 @@
 
 ``audio_windows`` decodes a video's main audio track with PyAV, converts it with
 ``av.AudioResampler`` to what Whisper-family models take (16 kHz, mono, float32) and yields it
-in windows of up to ``window_s`` seconds, each ending at the quietest moment of its last two
-seconds (between words, not through one), each with its start time on the video's timeline (seconds
+in windows of up to ``window_s`` seconds, each with its start time on the video's timeline (seconds
 from the start of the main video stream, the zero that frame timestamps use in
 ``stages.decode``). Only one window and the packets being decoded are held at a time, so memory
 stays flat however long the track is.
+
+A full window ends between words, not through one (a word cut in two is lost to both
+windows): given ``speech`` (a voice-activity detector's spans of speech), in the middle of the
+last pause in its second half; else, or where it finds none, at the quietest moment of its
+last two seconds.
 
 A window's samples are contiguous in time. Where the track's timestamps jump (a gap in a
 live recording, a splice that restarts the clock) the window ends early and the next one
@@ -19,7 +23,7 @@ A file without an audio track yields nothing. Data the decoder cannot read raise
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +38,9 @@ from stages.errors import LimitExceeded
 from stages.fetch import main_video_stream, open_container
 
 SAMPLE_RATE = 16_000
-# Bump when the windowing rules change in a way that changes which samples a window holds.
-AUDIO_REVISION = 2
+# Bump when the windowing rules change in a way that changes which samples a window holds
+# (3: cut at a pause that ``speech`` finds).
+AUDIO_REVISION = 3
 # MPEG-TS timestamps are 33-bit counts of 1/90000 s: they wrap every 26.5 hours, and a muxer
 # that shifts a stream a little before zero writes it as just below the wrap.
 _WRAP_S = {"mpegts": 2**33 / 90_000}
@@ -45,8 +50,11 @@ _GAP_S = 0.1
 _CUT_SEARCH_S = 2.0
 _CUT_STEP_S = 0.02
 _QUIETER = 0.1  # a step this much quieter than the window's end (10 dB) is a better cut
+_PAUSE = round(0.15 * SAMPLE_RATE)  # the shortest silence between spans of speech cut at
 
 AudioSamples = npt.NDArray[np.float32]  # mono, SAMPLE_RATE, -1..1
+# Where speech is heard in some samples: [start, end) spans of sample indices, in order.
+SpeechFinder = Callable[[AudioSamples], Sequence[tuple[int, int]]]
 
 
 class AudioError(PermanentError):
@@ -79,10 +87,14 @@ def main_audio_stream(container: InputContainer) -> av.AudioStream | None:
 
 
 def audio_windows(
-    path: str | Path, *, window_s: float = 30.0, limits: LimitSettings | None = None
+    path: str | Path,
+    *,
+    window_s: float = 30.0,
+    limits: LimitSettings | None = None,
+    speech: SpeechFinder | None = None,
 ) -> Iterator[AudioWindow]:
-    """Yield the main audio track of the file at ``path`` in windows of ``window_s`` seconds
-    (the last, and one before a gap, shorter), in the order of the track.
+    """Yield the main audio track of the file at ``path`` in windows of up to ``window_s``
+    seconds, in the order of the track; each full one ends at a pause ``speech`` finds.
 
     The file is opened as ``stages.fetch`` opens videos (allowed demuxers, local file I/O only).
     Raises :class:`AudioError` for undecodable audio and :class:`LimitExceeded`
@@ -102,7 +114,7 @@ def audio_windows(
             )
         # One thread: audio decoding costs little next to recognising it.
         stream.codec_context.thread_count = 1
-        windows = _Windows(round(window_s * SAMPLE_RATE), limits.max_duration_s)
+        windows = _Windows(round(window_s * SAMPLE_RATE), limits.max_duration_s, speech)
         zero_s = _timeline_zero(container, stream)
         wrap_s = _WRAP_S.get(container.format.name)
         for frame in _decoded(container, stream):
@@ -156,8 +168,9 @@ class _Windows:
     format, layout or rate (a resampler is set up for one).
     """
 
-    def __init__(self, window: int, max_duration_s: float) -> None:
+    def __init__(self, window: int, max_duration_s: float, speech: SpeechFinder | None) -> None:
         self._window = window
+        self._speech = speech
         self._max_duration_s = max_duration_s
         self._resampler: av.AudioResampler | None = None
         self._source: tuple[str, str, int] | None = None
@@ -223,15 +236,30 @@ class _Windows:
                 self._parts.append(samples)
                 self._held += len(samples)
             while self._held >= self._window:
-                yield self._cut(self._quiet_cut())
+                joined = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+                self._parts = [joined]
+                yield self._cut(self._pause_cut(joined) or self._quiet_cut(joined))
 
-    def _quiet_cut(self) -> int:
-        """Where a full window ends: at the quietest moment of its last stretch, so that a
-        cut falls between words rather than through one (a word cut in two is lost to both
-        windows); at the window's end when nothing there is markedly quieter than its end.
-        The same samples always give the same cut, so a resumed run cuts as the first did."""
-        joined = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
-        self._parts = [joined]
+    def _pause_cut(self, joined: AudioSamples) -> int | None:
+        """The middle of the last pause between stretches of speech in the window's second
+        half (after its last stretch, where speech ends before the window does); None without
+        a finder or a pause. The same samples always give the same cut, so a resumed run cuts
+        as the first did."""
+        if self._speech is None:
+            return None
+        spans = self._speech(joined[: self._window])
+        ends = [0, *(end for _, end in spans)]
+        starts = [*(start for start, _ in spans), self._window]
+        cuts = [
+            (end + start) // 2
+            for end, start in zip(ends, starts, strict=True)
+            if start - end >= _PAUSE and (end + start) // 2 > self._window // 2
+        ]
+        return max(cuts) if cuts else None
+
+    def _quiet_cut(self, joined: AudioSamples) -> int:
+        """At the quietest moment of the window's last stretch; at the window's end when
+        nothing there is markedly quieter than its end."""
         search = min(round(_CUT_SEARCH_S * SAMPLE_RATE), self._window // 3)
         step = round(_CUT_STEP_S * SAMPLE_RATE)
         steps = search // step

@@ -49,6 +49,7 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
         return {
             **self._engine.version_params(),
             "language": self._settings.language,
+            "tenant_languages": dict(sorted(self._settings.tenant_languages.items())),
             "window_s": self._settings.window_s,
             "audio_revision": AUDIO_REVISION,
         }
@@ -72,12 +73,15 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
         index = 0
         try:
             for window in audio_windows(
-                video.path, window_s=self._settings.window_s, limits=self._limits
+                video.path,
+                window_s=self._settings.window_s,
+                limits=self._limits,
+                speech=self._engine.speech_spans,
             ):
                 if stop is not None and stop.is_set():
                     return
                 if index >= start:
-                    yield self._recognised(video_id, index, window)
+                    yield self._recognised(video_id, index, window, self._language(video))
                 index += 1
         except _AUDIO_FAILURES as exc:
             yield _failed(video_id, index, exc)
@@ -87,10 +91,16 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
             raise
         yield SpeechEnd(video_id, index)
 
-    def _recognised(self, video_id: str, index: int, window: AudioWindow) -> SpeechPart:
+    def _language(self, video: LocalVideo) -> str | None:
+        """The language a setting names for the video's speech (its tenant's first)."""
+        return self._settings.tenant_languages.get(video.ref.tenant, self._settings.language)
+
+    def _recognised(
+        self, video_id: str, index: int, window: AudioWindow, language: str | None
+    ) -> SpeechPart:
         engine = self._engine_ready()
         started = time.monotonic()
-        transcript = engine.transcribe(window.samples, window.start_s, self._settings.language)
+        transcript = engine.transcribe(window.samples, window.start_s, language)
         return SpeechPart(
             video_id=video_id,
             index=index,

@@ -316,7 +316,13 @@
       const error = speech.error || {};
       return `Failed after ${heard}: ${error.code || "unknown"}: ${error.message || ""}`;
     }
-    return speech.language ? `${speech.language} · ${heard}` : `Nothing said in ${heard}.`;
+    if (!speech.language) return `Nothing said in ${heard}.`;
+    // The other languages heard, where a video switches language.
+    const others = [...new Set(speech.segments.map((s) => s.language).filter(Boolean))].filter(
+      (language) => language !== speech.language,
+    );
+    const also = others.length ? ` (also ${others.join(", ")})` : "";
+    return `${speech.language}${also} · ${heard}`;
   }
 
   // The summary stage's answer: the summary, then its category and tags (hidden without one).
@@ -358,6 +364,7 @@
           "tr",
           {},
           el("td", { class: "meta", text: `${clock(segment.start_s)}–${clock(segment.end_s)}` }),
+          el("td", { class: "meta speech-language", text: segment.language || "" }),
           el("td", { class: "speech-text", text: segment.text.trim() }),
         ),
       ),

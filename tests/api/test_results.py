@@ -62,6 +62,8 @@ SPOKEN = Speech(
             -0.21,
             0.02,
             (SpokenWord(" The", 0.5, 0.62, 0.98), SpokenWord(" server", 0.62, 1.1, 0.91)),
+            "en",
+            0.96,
         ),
         SpeechSegment(
             3.0,
@@ -70,6 +72,8 @@ SPOKEN = Speech(
             -1.4,
             0.3,
             (SpokenWord(" Please", 3.0, 3.3, 0.6),),
+            "de",  # the side of a window heard as another language
+            0.71,
         ),
     ),
 )
@@ -426,6 +430,8 @@ async def test_speech_segments_and_their_words_only_when_asked(
             "start_s": 0.5,
             "end_s": 2.25,
             "text": "The server room is on the left.",
+            "language": "en",
+            "language_probability": 0.96,
             "avg_logprob": -0.21,
             "no_speech_prob": 0.02,
             "words": None,
@@ -434,6 +440,8 @@ async def test_speech_segments_and_their_words_only_when_asked(
             "start_s": 3.0,
             "end_s": 3.875,
             "text": "Please use the <exit> & stairs.",
+            "language": "de",
+            "language_probability": 0.71,
             "avg_logprob": -1.4,
             "no_speech_prob": 0.3,
             "words": None,
@@ -588,7 +596,7 @@ async def test_cli_prints_spans_and_json(
     assert "0:00.5–0:02.2" in table  # the first segment (2.25 s shown to the tenth)
     assert "The server room is on the left." in table
     assert "Please use the <exit> & stairs." in table
-    assert "language en; 0:04.0 of audio, 2 segments" in table
+    assert "language en (also de); 0:04.0 of audio, 2 segments" in table
     body = json.loads(as_json)
     assert [s["text"] for s in body["text_spans"]] == ["SERVER ROOM B7", "EXIT ONLY"]
     assert body["frames"] is None

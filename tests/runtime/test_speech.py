@@ -7,23 +7,28 @@ changed. What is heard and read is searchable before its video is done (partial 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import av
+import httpx
 import lance
 import numpy as np
 import pytest
+from rich.console import Console
 
-from checkpoint.base import VideoState
+from api.app import create_app
+from checkpoint.base import VideoState, VideoStatus
 from checkpoint.chunk_store import ChunkStore, chunk_origin
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ServiceConfig
 from core.records import Chunk, VideoRef, VideoResult
 from core.search import SearchFilter, SegmentHit
 from core.speech import SpeechPart
+from devkit.progress_view import progress_table
 from devkit.samples import Scene, write_video
 from devkit.speech_videos import espeak_path, speak_over
 from models.embedding import text_embedder
@@ -43,7 +48,7 @@ pytestmark = pytest.mark.skipif(espeak_path() is None, reason="espeak-ng is not 
 
 SCRIPT = (
     (0.5, "The invoice is ready for the customer."),
-    (5.0, "Please open the server room."),
+    (5.0, "Please open the server room now."),
     (9.5, "Thank you for watching this video."),
 )
 
@@ -304,6 +309,23 @@ async def test_a_video_without_audio_has_no_speech(
     document = await done(config, executor, results, store, VideoRef("mute", path.as_uri()))
     assert document["speech"]["status"] == "no_audio"
     assert document["speech"]["segments"] == []
+
+    # Its speech stage is not applicable, not 0 of unknown windows: in the checkpoint record,
+    # in the progress API's answer and in the terminal's progress table.
+    status = await store.get("mute")
+    assert status is not None
+    assert status.stages["speech"].applicable is False
+    assert all(p.applicable for stage, p in status.stages.items() if stage != "speech")
+    app = create_app(store, tokens={})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://api") as api:
+        answer = await api.get("/v1/videos/mute")
+    assert answer.status_code == 200
+    assert answer.json()["stages"]["speech"] == {"done": 0, "total": 0, "applicable": False}
+    console = Console(file=io.StringIO(), width=240, record=True)
+    console.print(progress_table([VideoStatus.model_validate(answer.json())]))
+    (row,) = [line for line in console.export_text().splitlines() if "mute" in line]
+    assert row.count("n/a") == 1  # speech's cell; every other stage is done
+    assert "?" not in row
 
 
 async def test_speech_added_to_a_done_video_runs_alone(

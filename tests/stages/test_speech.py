@@ -12,8 +12,8 @@ from core.config import AsrSettings, LimitSettings
 from core.records import LocalVideo, VideoRef
 from core.speech import SpeechEnd, SpeechPart, heard
 from devkit.speech_videos import espeak_path, write_speech_video
-from models.asr import default_model_path
 from models.errors import ModelLoadError
+from models.whisper_files import bundled_model
 from stages.fetch import probe_video
 from stages.speech import SpeechStage
 from tests.stages.media import write_vfr_clip
@@ -64,7 +64,7 @@ def test_a_video_without_audio_ends_at_once(stage: SpeechStage, tmp_path: Path) 
 def test_a_model_that_cannot_load_fails_the_attempt_as_speech(
     spoken: LocalVideo, tmp_path: Path
 ) -> None:
-    broken = shutil.copytree(default_model_path(), tmp_path / "whisper")
+    broken = shutil.copytree(bundled_model("tiny.en", tmp_path), tmp_path / "whisper")
     (broken / "model.bin").write_bytes(b"not a model")
     stage = SpeechStage(AsrSettings(model_path=str(broken)), LimitSettings())
     with pytest.raises(ModelLoadError) as failure:

@@ -28,7 +28,7 @@ from bench.quality.corpus import Edit, write_corpus
 from bench.quality.pipeline import boundaries_of
 from bench.quality.score import greedy_pairs
 from bench.runs import corpus_main
-from core.config import ServiceConfig
+from core.config import AsrSettings, ServiceConfig
 from core.records import VideoRef
 from devkit.edited_videos import Caption, Shot
 from stages.pipeline import Pipeline
@@ -180,7 +180,9 @@ def measure(workdir: Path, quick: bool) -> dict[str, Any]:
         limits={"file_roots": (str(workdir),)},
         runtime={"workdir": str(workdir / "work"), "executor": "local"},
         stages={"labels": {"enabled": False}},
-        asr={"enabled": True},
+        # The default speech model, whatever the environment says: chapters are measured on
+        # the transcript a deployment gets (tiny.en mishears more and moves a boundary).
+        asr={"enabled": True, "model": AsrSettings.model_fields["model"].default},
     )
     runner = SequentialRunner(Pipeline.from_config(config))
     runner.setup()

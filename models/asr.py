@@ -44,6 +44,9 @@ _PAUSE_MS = 250
 # A side of an unsure window shorter than this is not decoded on its own: too little speech
 # to tell its language by.
 _MIN_SIDE_S = 3.0
+# Each side of an unsure window must be heard as its own language at least this surely for
+# the window to be decoded side by side.
+_SIDE_SURE = 0.7
 
 Span = tuple[int, int]  # [start, end) in samples
 
@@ -78,7 +81,7 @@ class AsrEngine(ModelEngine):
         cpu_threads: int = 1,
         vad_filter: bool = True,
         word_timestamps: bool = True,
-        mixed_below: float = 0.8,
+        mixed_below: float = 0.9,
     ) -> None:
         self.model_path = None if model_path is None else Path(model_path)
         self.model = model
@@ -197,21 +200,43 @@ class AsrEngine(ModelEngine):
         cut = _longest_pause(self.speech_spans(audio))
         if cut is None:
             return whole
+        halves = ((audio[:cut], offset_s), (audio[cut:], offset_s + cut / SAMPLE_RATE))
+        heard = [self._detected(half) for half, _ in halves]
+        (first, first_p), (second, second_p) = heard
+        # One language on both sides, or a side the model cannot name either (German it
+        # half hears as Thai): the window stays as it was decoded whole.
+        if first == second or min(first_p, second_p) < _SIDE_SURE:
+            return whole
         sides = [
-            self._decoded(audio[:cut], offset_s, None),
-            self._decoded(audio[cut:], offset_s + cut / SAMPLE_RATE, None),
+            self._decoded(half, at, side_language, side_p)
+            for (half, at), (side_language, side_p) in zip(halves, heard, strict=True)
         ]
+        segments = [*sides[0].segments, *sides[1].segments]
         return Transcript(
-            language=main_language([*sides[0].segments, *sides[1].segments]) or whole.language,
-            language_probability=max(side.language_probability for side in sides),
-            segments=[*sides[0].segments, *sides[1].segments],
+            language=main_language(segments) or whole.language,
+            language_probability=max(first_p, second_p),
+            segments=segments,
         )
 
+    def _detected(self, audio: npt.NDArray[np.float32]) -> tuple[str, float]:
+        """The language Whisper hears in the speech of ``audio`` (one encoder pass, no
+        decoding), with its probability."""
+        try:
+            language, probability, _ = self._loaded().detect_language(audio, vad_filter=True)
+        except Exception as exc:
+            raise InferenceFailed(f"language detection failed: {exc}") from exc
+        return str(language), float(probability)
+
     def _decoded(
-        self, audio: npt.NDArray[np.float32], offset_s: float, language: str | None
+        self,
+        audio: npt.NDArray[np.float32],
+        offset_s: float,
+        language: str | None,
+        detected_p: float | None = None,
     ) -> Transcript:
         """One call of the model on ``audio``, each segment marked with the language it was
-        decoded in."""
+        decoded in, and its probability (``detected_p`` where the language was detected
+        before the call and named to it)."""
         try:
             segments, info = self._loaded().transcribe(
                 audio,
@@ -234,7 +259,7 @@ class AsrEngine(ModelEngine):
                 f"ASR failed on {len(audio) / SAMPLE_RATE:.1f} s of audio: {exc}"
             ) from exc
         end_s = len(audio) / SAMPLE_RATE
-        heard = (str(info.language), float(info.language_probability))
+        heard = (str(info.language), detected_p or float(info.language_probability))
         return Transcript(
             language=heard[0],
             language_probability=heard[1],

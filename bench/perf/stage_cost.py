@@ -7,16 +7,19 @@ another in this process, and reports CPU milliseconds per sampled frame for each
 CPU time, so a multi-threaded decoder is charged for every thread), plus wall time; then
 decoding alone with shot detection, repeat marking and ``shots`` sampling off and on
 (``decode_variants``: CPU ms per video second, samples, repeats, boundaries). Those videos are
-silent; speech recognition is measured on its own (``speech``): ``SpeechStage.stream`` over a
-video that talks throughout (espeak-ng sentences 3.5 s apart, word timestamps on), as CPU
-milliseconds per second of audio and real-time factor (wall time over audio time), with the
-model's load time apart.
+silent; speech recognition is measured on its own: ``SpeechStage.stream`` over a video that
+talks throughout (espeak-ng sentences 3.5 s apart, word timestamps on), as CPU seconds (and
+milliseconds) per second of audio and real-time factor (wall time over audio time), with the
+model's load time apart, once with each bundled Whisper: ``speech`` the default (base),
+``speech_tiny_en`` tiny.en, and the two side by side in ``speech_cpu_s_per_audio_s``. The
+comparison is also printed, as a line of text, to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -24,12 +27,13 @@ from pathlib import Path
 
 from bench.quality.corpus import corpus
 from bench.runs import emit
-from core.config import ServiceConfig
+from core.config import AsrSettings, ServiceConfig
 from core.records import VideoRef
 from core.speech import SpeechPart, heard
 from devkit.samples import write_long_video
-from devkit.speech_videos import write_speech_video
+from devkit.speech_videos import SpeechTruth, write_speech_video
 from models.asr import AsrEngine
+from models.whisper_files import BundledWhisper
 from stages.decode import DecodeSampleStage
 from stages.pipeline import Pipeline
 from stages.runner import SequentialRunner
@@ -37,6 +41,9 @@ from stages.speech import SpeechStage
 
 # A sentence starts every SENTENCE_EVERY_S; the longest spoken lasts 2.9 s, with its silence.
 SENTENCE_EVERY_S = 3.5
+# The bundled Whisper models, the default (whatever the environment says) first.
+DEFAULT_MODEL: BundledWhisper = AsrSettings.model_fields["model"].default
+OTHER_MODEL: BundledWhisper = "tiny.en"
 
 
 def measure(
@@ -76,7 +83,7 @@ def measure(
         "cpu_s_per_video": round(sum(cpu.values()) / videos, 2),
         "cpu_ms_per_frame": {stage: round(1000 * s / frames, 1) for stage, s in cpu.items()},
         "decode_variants": decode_variants,
-        "speech": speech_cost(speech_seconds, config, workdir),
+        **speech_costs(speech_seconds, config, workdir),
         "cpus": os.cpu_count(),
     }
 
@@ -124,16 +131,45 @@ def talk(seconds: float) -> list[tuple[float, str]]:
     return [(i * SENTENCE_EVERY_S, sentences[i % len(sentences)]) for i in range(count)]
 
 
-def speech_cost(seconds: float, config: ServiceConfig, workdir: Path) -> dict[str, object]:
-    """The speech stage over a video that talks for ``seconds``: the model's load (wall and
-    CPU seconds, a fresh engine), then a warm ``SpeechStage.stream``'s CPU per second of audio
-    (process CPU time: CTranslate2's threads and the VAD's are all charged) and real-time
-    factor. The stage loads its own model on its first window, so it streams once before the
-    measured run: what is measured is every later video's cost."""
-    settings = config.asr.model_copy(update={"word_timestamps": True})
-    truth = write_speech_video(
-        workdir / "talk.mp4", talk(seconds), seconds=seconds, workdir=workdir / "talk"
-    )
+def speech_costs(seconds: float, config: ServiceConfig, workdir: Path) -> dict[str, object]:
+    """``speech_cost`` over one talk with the default model (``speech``) and with tiny.en
+    (``speech_tiny_en``), and their CPU seconds per second of audio side by side
+    (``speech_cpu_s_per_audio_s``; ``ratio``: the default's over tiny.en's)."""
+    truth = write_talk(seconds, workdir)
+    default = speech_cost(seconds, config, workdir, DEFAULT_MODEL, truth=truth)
+    other = speech_cost(seconds, config, workdir, OTHER_MODEL, truth=truth)
+    a, b = default["cpu_s_per_audio_s"], other["cpu_s_per_audio_s"]
+    ratio = round(a / b, 2) if isinstance(a, float) and isinstance(b, float) and b else None
+    return {
+        "speech": default,
+        "speech_tiny_en": other,
+        "speech_cpu_s_per_audio_s": {DEFAULT_MODEL: a, OTHER_MODEL: b, "ratio": ratio},
+    }
+
+
+def write_talk(seconds: float, workdir: Path) -> SpeechTruth:
+    """The talking video (``talk``), written into ``workdir``."""
+    path = workdir / "talk.mp4"
+    return write_speech_video(path, talk(seconds), seconds=seconds, workdir=workdir / "talk")
+
+
+def speech_cost(
+    seconds: float,
+    config: ServiceConfig,
+    workdir: Path,
+    model: BundledWhisper = DEFAULT_MODEL,
+    *,
+    truth: SpeechTruth | None = None,
+) -> dict[str, object]:
+    """The speech stage with the bundled ``model`` over a video that talks for ``seconds``
+    (``truth``, or one written into ``workdir``): the model's load (wall and CPU seconds, a
+    fresh engine), then a warm ``SpeechStage.stream``'s CPU per second of audio (process CPU
+    time: CTranslate2's threads and the VAD's are all charged) and real-time factor. The stage
+    loads its own model on its first window, so it streams once before the measured run: what
+    is measured is every later video's cost."""
+    settings = config.asr.model_copy(update={"word_timestamps": True, "model": model})
+    if truth is None:
+        truth = write_talk(seconds, workdir)
     engine = AsrEngine.from_settings(settings)
     started, started_cpu = time.monotonic(), time.process_time()
     engine.load()
@@ -152,6 +188,7 @@ def speech_cost(seconds: float, config: ServiceConfig, workdir: Path) -> dict[st
         stage.teardown()
     speech = heard(items)
     return {
+        "model": model,
         "status": speech.status,
         "audio_s": round(speech.audio_s, 2),
         # The sentences' WAVs, espeak-ng's short silence around each included.
@@ -166,6 +203,7 @@ def speech_cost(seconds: float, config: ServiceConfig, workdir: Path) -> dict[st
         "cpu_s": round(cpu_s, 2),
         "wall_s": round(wall_s, 2),
         "cpu_ms_per_audio_s": round(1000 * cpu_s / speech.audio_s, 1) if speech.audio_s else None,
+        "cpu_s_per_audio_s": round(cpu_s / speech.audio_s, 4) if speech.audio_s else None,
         "real_time_factor": round(wall_s / speech.audio_s, 4) if speech.audio_s else None,
     }
 
@@ -183,6 +221,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="reelsense-bench-") as tmp:
         report = measure(args.videos, args.seconds, Path(tmp), args.speech_seconds)
     emit(report, args.json)
+    print(speech_line(report), file=sys.stderr)
+
+
+def speech_line(report: dict[str, object]) -> str:
+    """The two models' speech cost as one line of text."""
+    costs = report["speech_cpu_s_per_audio_s"]
+    assert isinstance(costs, dict)
+    return (
+        f"speech CPU-s per audio-s: {DEFAULT_MODEL} {costs[DEFAULT_MODEL]}, "
+        f"{OTHER_MODEL} {costs[OTHER_MODEL]} ({DEFAULT_MODEL} / {OTHER_MODEL}: {costs['ratio']})"
+    )
 
 
 if __name__ == "__main__":

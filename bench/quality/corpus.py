@@ -11,7 +11,8 @@ Some edits speak: English sentences said by espeak-ng (``devkit.speech_videos``)
 mid-shot, across a cut or a transition, and in ``mixed`` across the 30 s edge between two
 windows of speech recognition, with silence between them. Their words have no digits or
 spelling variants ("center", not "centre"), which a word error rate would count as errors of
-the test rather than of recognition.
+the test rather than of recognition. ``bench.quality.talks`` adds edits that only talk: across
+window ends, and in German and Spanish (an edit's ``languages``).
 """
 
 from __future__ import annotations
@@ -27,18 +28,34 @@ from devkit.speech_videos import Utterance, mux_audio, synthesize, voiced_span
 
 FPS = 25
 SIZE = (640, 360)
-VOICE = "en"  # espeak-ng's English voice
+VOICE = "en"  # espeak-ng's English voice, and Whisper's name of the language
 
 
 @dataclass(frozen=True)
 class Edit:
     """A named edit and what it is meant to test; ``speech``: sentences spoken from the given
-    seconds into the edit (none: the edit has no audio track)."""
+    seconds into the edit (none: the edit has no audio track); ``languages``: the language of
+    each of them (ISO 639-1, which is also the espeak-ng voice that says it), none: all
+    English."""
 
     name: str
     about: str
     shots: tuple[Shot, ...]
     speech: tuple[tuple[float, str], ...] = ()
+    languages: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.languages and len(self.languages) != len(self.speech):
+            raise ValueError(f"{self.name}: one language per sentence, or none")
+
+    def voices(self) -> tuple[str, ...]:
+        """The language of each sentence of ``speech``."""
+        return self.languages or (VOICE,) * len(self.speech)
+
+    @property
+    def english(self) -> bool:
+        """Whether every sentence is English (so the edit's words count in the English WER)."""
+        return all(voice == VOICE for voice in self.voices())
 
 
 _QUICK = (
@@ -234,8 +251,12 @@ def write_corpus(edits: Sequence[Edit], folder: Path) -> list[EditTruth]:
     code = b"".join(Path(m.__file__ or "").read_bytes() for m in (edited_videos, speech_videos))
     truths = []
     for edit in edits:
-        spoken = [(start, text, _sentence(text, folder / "speech")) for start, text in edit.speech]
-        name = _digest((edit.shots, edit.speech, VOICE, FPS, SIZE, hashlib.sha256(code).digest()))
+        spoken = [
+            (start, text, _sentence(text, voice, folder / "speech"))
+            for (start, text), voice in zip(edit.speech, edit.voices(), strict=True)
+        ]
+        voices = edit.languages or VOICE  # an English edit's name as before languages came
+        name = _digest((edit.shots, edit.speech, voices, FPS, SIZE, hashlib.sha256(code).digest()))
         path = folder / f"{edit.name}-{name}.mp4"
         if not path.is_file():
             # Written aside and renamed, so an interrupted run leaves no half video to reuse.
@@ -255,12 +276,12 @@ def write_corpus(edits: Sequence[Edit], folder: Path) -> list[EditTruth]:
     return truths
 
 
-def _sentence(text: str, folder: Path) -> Path:
+def _sentence(text: str, voice: str, folder: Path) -> Path:
     """The sentence spoken into a WAV, unless spoken before (named after the text and voice)."""
-    wav = folder / f"{_digest((text, VOICE))}.wav"
+    wav = folder / f"{_digest((text, voice))}.wav"
     if not wav.is_file():
         partial = wav.with_suffix(".partial.wav")
-        synthesize(text, partial, VOICE)
+        synthesize(text, partial, voice)
         partial.replace(wav)
     return wav
 

@@ -4,12 +4,17 @@
 
 A fixed, seeded corpus of edits (cuts between still and panning shots, dissolves and fades,
 flashes, English and Chinese captions shown mid-shot, held across cuts, ended early; English
-sentences spoken on the audio track of some, mid-shot and across cuts) runs through the real
-stages with the sequential runner in ``shots`` sampling mode, speech recognition included, and
-each aspect is scored on its own (``bench.quality.score``): shot boundaries, on-screen text
-spans, and speech (word error rate over the corpus, start and end times of each sentence, words
-heard in silence). The boundaries of ``fps`` sampling come from decoding alone, without the
-model stages: they are found on every decoded frame, whatever is sampled.
+sentences spoken on the audio track of some, mid-shot and across cuts) and of talks (sentences
+across the ends of recognition windows; German, Spanish, and German then English:
+``bench.quality.talks``) runs through the real stages with the sequential runner in ``shots``
+sampling mode, speech recognition with the default Whisper model included, and each aspect is
+scored on its own (``bench.quality.score``): shot boundaries, on-screen text spans, and speech
+(word error rate over the English edits, start and end times of each sentence, words heard in
+silence, words lost where a window ends, the language of each segment and video:
+``bench.quality.speech_report``). The English edits are heard again by the speech stage alone
+with Whisper tiny.en, for its word error rate on the same speech. The boundaries of ``fps``
+sampling come from decoding alone, without the model stages: they are found on every decoded
+frame, whatever is sampled.
 
 Videos are written under ``--workdir`` (a temporary directory by default), named after what is
 in them, so a run with the same workdir reuses them (``bench.quality.corpus``).
@@ -28,23 +33,35 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality.corpus import FPS, SIZE, VOICE, Edit, corpus, write_corpus
+from bench.quality.languages import mandarin_cer
 from bench.quality.score import (
     SPEECH_TOLERANCE_S,
     TEXT_SIMILARITY,
     TOLERANCE_S,
+    WINDOW_S,
+    rounded_items,
     score_shots,
-    score_speech,
     score_text,
 )
+from bench.quality.speech_report import (
+    COMPARED_MODEL,
+    SPEECH_MODEL,
+    SpeechFigures,
+    compared,
+    speech_lines,
+)
+from bench.quality.talks import talks
 from bench.runs import in_workdir, write_json
 from core.config import ServiceConfig
 from core.records import Frame, VideoRef
 from core.shots import video_shots
 from core.spans import TextSpan, text_spans
-from core.speech import Speech
+from core.speech import Speech, heard
 from devkit.edited_videos import EditTruth
+from stages.fetch import FetchProbeStage
 from stages.pipeline import Pipeline
 from stages.runner import SequentialRunner
+from stages.speech import SpeechStage
 
 SAMPLE_FPS = 1.0
 
@@ -57,6 +74,7 @@ class Findings:
     fps_boundaries: list[tuple[float, str]]  # fps sampling, decoding alone
     spans: list[TextSpan]
     speech: Speech | None  # None: recognition did not run
+    compared: Speech | None = None  # heard by COMPARED_MODEL alone; None: not asked
 
 
 def boundaries_of(frames: Sequence[Frame], duration_s: float) -> list[tuple[float, str]]:
@@ -65,9 +83,15 @@ def boundaries_of(frames: Sequence[Frame], duration_s: float) -> list[tuple[floa
 
 
 def analyse(
-    truths: Sequence[EditTruth], workdir: Path, *, skip_nonref: bool = False
-) -> tuple[list[Findings], float]:
-    """Run the pipeline over the edits: the findings of each, and the seconds setup took.
+    truths: Sequence[EditTruth],
+    workdir: Path,
+    *,
+    skip_nonref: bool = False,
+    compare: Sequence[bool] = (),
+) -> tuple[list[Findings], dict[str, float]]:
+    """Run the pipeline over the edits, then the speech stage alone with ``COMPARED_MODEL``
+    over those ``compare`` marks: the findings of each, and the seconds the pipeline's setup
+    (``setup_s``) and the second model's run (``compare_s``) took.
     ``skip_nonref``: ``stages.skip_nonref_frames``."""
 
     def config(mode: str, speech: bool) -> ServiceConfig:
@@ -79,12 +103,13 @@ def analyse(
                 "sample_fps": SAMPLE_FPS,
                 "skip_nonref_frames": skip_nonref,
             },
-            # Whatever the environment says: the edits' speech is scored, and its timing by the
-            # words' timestamps.
-            asr={"enabled": speech, "word_timestamps": True},
+            # Whatever the environment says: the edits' speech is scored, by the default model,
+            # and its timing by the words' timestamps.
+            asr={"enabled": speech, "word_timestamps": True, "model": SPEECH_MODEL},
         )
 
-    runner = SequentialRunner(Pipeline.from_config(config("shots", speech=True)))
+    full = config("shots", speech=True)
+    runner = SequentialRunner(Pipeline.from_config(full))
     started = time.monotonic()
     runner.setup()
     setup_s = time.monotonic() - started
@@ -94,31 +119,55 @@ def analyse(
     decode_only.decode.setup()
     findings = []
     try:
-        for truth in truths:
-            ref = VideoRef(video_id=truth.path.stem, uri=truth.path.resolve().as_uri())
-            result = runner.run_one(ref)
-            video = decode_only.fetch.open(ref)
-            try:
-                fps_frames = [f for c in decode_only.decode.stream(video) for f in c.frames]
-            finally:
-                decode_only.fetch.release(video)
-            findings.append(
-                Findings(
-                    boundaries=boundaries_of(result.frames, truth.duration_s),
-                    fps_boundaries=boundaries_of(fps_frames, truth.duration_s),
-                    spans=text_spans(result.frames),
-                    speech=result.speech,
+        try:
+            for truth in truths:
+                result = runner.run_one(_ref(truth))
+                video = decode_only.fetch.open(_ref(truth))
+                try:
+                    fps_frames = [f for c in decode_only.decode.stream(video) for f in c.frames]
+                finally:
+                    decode_only.fetch.release(video)
+                findings.append(
+                    Findings(
+                        boundaries=boundaries_of(result.frames, truth.duration_s),
+                        fps_boundaries=boundaries_of(fps_frames, truth.duration_s),
+                        spans=text_spans(result.frames),
+                        speech=result.speech,
+                    )
                 )
-            )
+        finally:
+            runner.teardown()  # the default model is let go before the other one loads
+        started = time.monotonic()
+        chosen = [i for i, mark in enumerate(compare) if mark]
+        other = SpeechStage(full.asr.model_copy(update={"model": COMPARED_MODEL}), full.limits)
+        heard_by_other = listen([truths[i] for i in chosen], other, decode_only.fetch)
+        for i, speech in zip(chosen, heard_by_other, strict=True):
+            findings[i].compared = speech
+        compare_s = time.monotonic() - started
     finally:
-        runner.teardown()
         decode_only.decode.teardown()
         decode_only.fetch.teardown()
-    return findings, setup_s
+    return findings, {"setup_s": setup_s, "compare_s": compare_s}
 
 
-def _rounded(items: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
-    return [[round(x, 3) if isinstance(x, float) else x for x in item] for item in items]
+def _ref(truth: EditTruth) -> VideoRef:
+    return VideoRef(video_id=truth.path.stem, uri=truth.path.resolve().as_uri())
+
+
+def listen(truths: Sequence[EditTruth], stage: SpeechStage, fetch: FetchProbeStage) -> list[Speech]:
+    """The speech of each edit as ``stage`` alone hears it (what the frames' stages find does
+    not change it); ``fetch`` is set up, ``stage`` is torn down after."""
+    speeches = []
+    try:
+        for truth in truths:
+            video = fetch.open(_ref(truth))
+            try:
+                speeches.append(heard(stage.stream(video)))
+            finally:
+                fetch.release(video)
+    finally:
+        stage.teardown()
+    return speeches
 
 
 def report(
@@ -126,32 +175,28 @@ def report(
 ) -> dict[str, Any]:
     """The figures over the whole corpus (every edit's items counted once), and per edit what
     was missed and what was found that is not there."""
-    shots, fps_shots, text, speech, per_edit = [], [], [], [], {}
+    shots, fps_shots, text, speech, per_edit = [], [], [], SpeechFigures(), {}
     for edit, truth, found in zip(edits, truths, findings, strict=True):
         shots.append(score_shots(truth, found.boundaries))
         fps_shots.append(score_shots(truth, found.fps_boundaries))
         text.append(score_text(truth, found.spans))
-        speech.append(score_speech(truth.utterances, found.speech))
         per_edit[edit.name] = {
             "shots": shots[-1].summary(),
-            "shots_found": _rounded(found.boundaries),
-            "shots_missed": _rounded(shots[-1].missed),
-            "shots_false": _rounded(shots[-1].false),
-            "fps_shots_missed": _rounded(fps_shots[-1].missed),
-            "fps_shots_false": _rounded(fps_shots[-1].false),
+            "shots_found": rounded_items(found.boundaries),
+            "shots_missed": rounded_items(shots[-1].missed),
+            "shots_false": rounded_items(shots[-1].false),
+            "fps_shots_missed": rounded_items(fps_shots[-1].missed),
+            "fps_shots_false": rounded_items(fps_shots[-1].false),
             "text": text[-1].summary(),
-            "text_missed": _rounded(text[-1].missed),
-            "text_false": _rounded(text[-1].false),
-            "text_found": _rounded([(s.text, s.start_s, s.end_s, s.score) for s in found.spans]),
-            "speech": speech[-1].summary(),
-            "speech_status": None if found.speech is None else found.speech.status,
-            "speech_heard": None if found.speech is None else found.speech.text,
-            "speech_errors": speech[-1].errors,  # (said, heard), "" for no word
-            "speech_in_silence": _rounded(speech[-1].in_silence),
+            "text_missed": rounded_items(text[-1].missed),
+            "text_false": rounded_items(text[-1].false),
+            "text_found": rounded_items(
+                [(s.text, s.start_s, s.end_s, s.score) for s in found.spans]
+            ),
+            **speech.add(edit, truth, found.speech, found.compared),
         }
     all_shots = reduce(add, shots).summary()
     all_text = reduce(add, text).summary()
-    all_speech = reduce(add, speech).summary()
     return {
         "shot_precision": all_shots["precision"],
         "shot_recall": all_shots["recall"],
@@ -161,15 +206,7 @@ def report(
         "text_span_precision": all_text["precision"],
         "text_span_recall": all_text["recall"],
         "text_spans": all_text,
-        "speech_wer": all_speech["wer"],
-        "speech_words": all_speech["words"],
-        "speech_substitutions": all_speech["substitutions"],
-        "speech_deletions": all_speech["deletions"],
-        "speech_insertions": all_speech["insertions"],
-        "speech_start_error_s": all_speech["start_error_s"],
-        "speech_end_error_s": all_speech["end_error_s"],
-        "speech_words_in_silence": all_speech["words_in_silence"],
-        "speech": all_speech,
+        **speech.totals(),
         "edits": per_edit,
     }
 
@@ -186,17 +223,22 @@ def describe(edits: Sequence[Edit], truths: Sequence[EditTruth], quick: bool) ->
         "tolerance_s": TOLERANCE_S,
         "text_similarity": TEXT_SIMILARITY,
         "speech_voice": f"espeak-ng {VOICE}",
+        "languages": sorted({v for edit in edits for v in edit.voices()}),
+        "speech_model": SPEECH_MODEL,
+        "speech_compared_model": COMPARED_MODEL,
         "speech_tolerance_s": SPEECH_TOLERANCE_S,
+        "speech_window_s": WINDOW_S,
         "speech_s": round(sum(u.end_s - u.start_s for t in truths for u in t.utterances), 2),
         "edits": [
             {
                 "name": edit.name,
                 "about": edit.about,
                 "duration_s": round(truth.duration_s, 2),
-                "boundaries": _rounded(truth.boundaries),
-                "captions": _rounded(truth.captions),
+                "boundaries": rounded_items(truth.boundaries),
+                "captions": rounded_items(truth.captions),
                 "flashes": [round(t, 3) for t in truth.flashes],
-                "speech": _rounded([(u.text, u.start_s, u.end_s) for u in truth.utterances]),
+                "speech": rounded_items([(u.text, u.start_s, u.end_s) for u in truth.utterances]),
+                "languages": list(edit.voices()),
             }
             for edit, truth in zip(edits, truths, strict=True)
         ],
@@ -226,11 +268,7 @@ def table(result: dict[str, Any]) -> str:
             f"{counts['truth']:>7}{counts['found']:>7}{counts['matched']:>9}"
         )
     speech = result["speech"]
-    rows.append(
-        f"speech: WER {fmt(speech['wer'])} over {speech['words']} words "
-        f"({speech['substitutions']} substituted, {speech['deletions']} deleted, "
-        f"{speech['insertions']} inserted); {speech['words_in_silence']} words heard in silence"
-    )
+    rows.extend(speech_lines(result))
     kinds = result["shots"]["counts_by_kind"]
     rows.append(
         "shot recall by kind: "
@@ -245,32 +283,44 @@ def table(result: dict[str, Any]) -> str:
             f"{fmt(figures['end_bias_s'])} s)"
         )
     for name, edit in result["edits"].items():
-        for key in ("shots_missed", "shots_false", "text_missed", "text_false", "speech_errors"):
+        for key in (
+            "shots_missed",
+            "shots_false",
+            "text_missed",
+            "text_false",
+            "speech_errors",
+            "speech_boundary_lost",
+        ):
             if edit[key]:
                 rows.append(f"  {name}: {key.replace('_', ' ')} {edit[key]}")
     runtime = result["runtime"]
     rows.append(
         f"runtime: {runtime['total_s']:.0f} s (writing videos {runtime['write_s']:.0f} s, "
-        f"model setup {runtime['setup_s']:.0f} s, analysis {runtime['analyse_s']:.0f} s)"
+        f"model setup {runtime['setup_s']:.0f} s, analysis {runtime['analyse_s']:.0f} s, "
+        f"speech again with {COMPARED_MODEL} {runtime['compare_s']:.0f} s)"
     )
     return "\n".join(rows)
 
 
 def measure(workdir: Path, quick: bool, *, skip_nonref: bool = False) -> dict[str, Any]:
     started = time.monotonic()
-    edits = corpus(quick)
+    edits = corpus(quick) + talks(quick)
     truths = write_corpus(edits, workdir / "videos")
     written = time.monotonic()
-    findings, setup_s = analyse(truths, workdir, skip_nonref=skip_nonref)
+    findings, took = analyse(
+        truths, workdir, skip_nonref=skip_nonref, compare=[compared(edit) for edit in edits]
+    )
     done = time.monotonic()
     result = report(edits, truths, findings)
+    result["speech_zh_recorded"] = mandarin_cer()
     result["corpus"] = describe(edits, truths, quick)
     result["skip_nonref_frames"] = skip_nonref
     result["runtime"] = {
         "total_s": round(done - started, 2),
         "write_s": round(written - started, 2),
-        "setup_s": round(setup_s, 2),
-        "analyse_s": round(done - written - setup_s, 2),
+        "setup_s": round(took["setup_s"], 2),
+        "analyse_s": round(done - written - took["setup_s"] - took["compare_s"], 2),
+        "compare_s": round(took["compare_s"], 2),
         "cpus": os.cpu_count(),
     }
     return result
@@ -280,7 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     parser.add_argument("--workdir", type=Path, help="where videos are written and kept")
-    parser.add_argument("--quick", action="store_true", help="two short edits only")
+    parser.add_argument(
+        "--quick", action="store_true", help="two short edits and the switching talk only"
+    )
     parser.add_argument(
         "--skip-nonref", action="store_true", help="stages.skip_nonref_frames (B-frames left out)"
     )

@@ -7,19 +7,24 @@ boundary by time within ``TOLERANCE_S``, a text span by its text (normalised as 
 scored as recognisers are, by word error rate: the words heard are aligned to the words said
 with the fewest substitutions, deletions and insertions (``bench.quality.wer.align_words``),
 over words lowercased and stripped of punctuation (``words_of``), and the errors counted over
-the number of words said. Scores add up, so a corpus's figures count every edit's items once
-(micro-averaged): its WER is all edits' errors over all their words.
+the number of words said; the words of sentences said across the end of a recognition window
+(``WINDOW_S``) that were not heard as said (deleted, or heard as another word: a word cut in
+two comes out as a fragment) are the words lost there. Scores add up, so a
+corpus's figures count every edit's items once (micro-averaged): its WER is all edits' errors
+over all their words.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.quality.wer import WordCounts, align_words, words_of
+from core.config import AsrSettings
 from core.spans import SIMILARITY, TextSpan, normalise
 from core.speech import Speech, SpokenWord
 from devkit.edited_videos import EditTruth
@@ -36,6 +41,9 @@ FOUND_KINDS = ("cut", "gradual")
 # times are tokens on a 20 ms grid, and a sentence's first word starts where the VAD's 0.4 s of
 # padding does.
 SPEECH_TOLERANCE_S = 0.5
+# A window of speech recognition ends at each multiple of this on the video's timeline (where
+# its audio has no pause to end at instead): the setting's default.
+WINDOW_S: float = AsrSettings.model_fields["window_s"].default
 
 
 @dataclass
@@ -149,6 +157,10 @@ class SpeechScore:
     end_errors: list[float] = field(default_factory=list)
     in_silence: list[tuple[str, float, float]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (said, heard); "" for none
+    # The words of the sentences said across a window's end, and those of them not heard as
+    # said: (said, heard), heard "" where the word was deleted.
+    boundary_words: int = 0
+    boundary_lost: list[tuple[str, str]] = field(default_factory=list)
 
     def __add__(self, other: SpeechScore) -> SpeechScore:
         return SpeechScore(
@@ -158,6 +170,8 @@ class SpeechScore:
             self.end_errors + other.end_errors,
             self.in_silence + other.in_silence,
             self.errors + other.errors,
+            self.boundary_words + other.boundary_words,
+            self.boundary_lost + other.boundary_lost,
         )
 
     def summary(self) -> dict[str, Any]:
@@ -173,11 +187,19 @@ class SpeechScore:
             "sentences_timed": {"start": len(self.start_errors), "end": len(self.end_errors)},
             **time_errors(self.start_errors, self.end_errors),
             "words_in_silence": len(self.in_silence),
+            "boundary_words": self.boundary_words,
+            "boundary_words_lost": len(self.boundary_lost),
+            "boundary_words_deleted": sum(1 for _, heard in self.boundary_lost if not heard),
         }
 
 
 def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
+
+
+def rounded_items(items: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    """Items as JSON lists, their floats to the millisecond."""
+    return [[round(x, 3) if isinstance(x, float) else x for x in item] for item in items]
 
 
 def time_errors(start_errors: Sequence[float], end_errors: Sequence[float]) -> dict[str, Any]:
@@ -288,10 +310,13 @@ def heard_words(speech: Speech | None) -> list[tuple[str, float, float]]:
     return heard
 
 
-def score_speech(utterances: Sequence[Utterance], speech: Speech | None) -> SpeechScore:
+def score_speech(
+    utterances: Sequence[Utterance], speech: Speech | None, *, window_s: float = WINDOW_S
+) -> SpeechScore:
     """What was heard (``speech``; None: nothing) against the sentences said: the words of all
     of them in order against all words heard, so that a word heard early or late is still
-    matched to its sentence, and a word made up between sentences counts as an insertion."""
+    matched to its sentence, and a word made up between sentences counts as an insertion. A
+    sentence is said across a window's end when its voice holds a multiple of ``window_s``."""
     said: list[str] = []
     spans: list[tuple[Utterance, int, int]] = []  # a sentence, its first and last word in said
     for utterance in sorted(utterances, key=lambda u: u.start_s):
@@ -302,6 +327,7 @@ def score_speech(utterances: Sequence[Utterance], speech: Speech | None) -> Spee
     heard = heard_words(speech)
     alignment = align_words(said, [word for word, _, _ in heard])
     taken = {a: b for a, b in alignment.steps if a is not None and b is not None}
+    across = [(first, last) for u, first, last in spans if _across_window_end(u, window_s)]
     return SpeechScore(
         counts=alignment.counts,
         sentences=len(utterances),
@@ -313,7 +339,20 @@ def score_speech(utterances: Sequence[Utterance], speech: Speech | None) -> Spee
             for a, b in alignment.steps
             if a is None or b is None or said[a] != heard[b][0]
         ],
+        boundary_words=sum(last - first + 1 for first, last in across),
+        boundary_lost=[
+            (said[i], heard[taken[i]][0] if i in taken else "")
+            for first, last in across
+            for i in range(first, last + 1)
+            if i not in taken or heard[taken[i]][0] != said[i]
+        ],
     )
+
+
+def _across_window_end(utterance: Utterance, window_s: float) -> bool:
+    """Whether a window's end (a multiple of ``window_s`` after 0) lies within the voice."""
+    end = math.floor(utterance.end_s / window_s) * window_s
+    return end > 0 and utterance.start_s < end < utterance.end_s
 
 
 def _near_speech(word: tuple[str, float, float], utterances: Sequence[Utterance]) -> bool:

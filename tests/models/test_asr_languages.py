@@ -167,3 +167,15 @@ def test_recorded_mandarin_is_heard_as_mandarin(base: AsrEngine) -> None:
     assert min(rates) <= 0.2
     named = base.transcribe(samples, language="zh")
     assert sum("\u4e00" <= ch <= "\u9fff" for ch in named.text) >= 15
+
+
+def test_an_unsure_window_in_one_language_is_not_split_into_another(
+    base: AsrEngine, tmp_path: Path
+) -> None:
+    german = said(GERMAN, "de", tmp_path)
+    more = said("Die Kunden sind sehr zufrieden. Wir danken allen Mitarbeitern.", "de", tmp_path)
+    transcript = base.transcribe(np.concatenate([german, silence(1.2), more, silence(0.8)]))
+    assert {s.language for s in transcript.segments} == {"de"}
+    text = transcript.text.lower()
+    assert "team" in text
+    assert "kunden" in text

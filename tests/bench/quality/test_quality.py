@@ -1,6 +1,8 @@
-"""``python -m bench.quality.pipeline --quick`` on its two short edits: the report has its keys
-and sane values, the clean edit (two hard cuts, one English caption) is found whole, and its two
-spoken sentences are heard with a word error rate below one half. The scoring is checked on its
+"""``python -m bench.quality.pipeline --quick`` on its two short edits and its talk: the report
+has its keys and sane values, the clean edit (two hard cuts, one English caption) is found
+whole, and its two spoken sentences are heard with a word error rate below one half by both
+models; the talk (German, then English) stays out of the English WER, its segments' languages
+are scored, and the sentence it says across 30 s loses no word. The scoring is checked on its
 own with made-up findings. No runtime is asserted: the numbers belong in reports.
 """
 
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench.quality.pipeline import main as quality_main
-from bench.quality.score import score_shots, score_speech, score_text
+from bench.quality.score import WINDOW_S, score_shots, score_speech, score_text
 from bench.quality.wer import WordCounts, align_words, words_of
 from core.spans import TextSpan
 from core.speech import Speech, SpeechSegment, SpokenWord
@@ -66,6 +68,18 @@ def test_quick_run_reports_every_aspect(tmp_path: Path) -> None:
         "speech_start_error_s",
         "speech_end_error_s",
         "speech_words_in_silence",
+        "speech_model",
+        "speech_wer_tiny_en",
+        "speech_tiny_en",
+        "speech_wer_by_language",
+        "speech_language_accuracy",
+        "speech_main_language_accuracy",
+        "speech_languages",
+        "speech_boundary_words",
+        "speech_boundary_words_lost",
+        "speech_boundary_words_deleted",
+        "speech_boundary_words_lost_tiny_en",
+        "speech_zh_recorded",
         "shots_fps_mode",
         "corpus",
         "runtime",
@@ -74,7 +88,7 @@ def test_quick_run_reports_every_aspect(tmp_path: Path) -> None:
     values = ratios(report)
     assert all(v is None or 0.0 <= v <= 1.0 for v in values), values
     assert None not in values[:4]
-    assert report["corpus"]["videos"] == 2
+    assert report["corpus"]["videos"] == 3  # two edits and the switching talk
     assert set(report["shot_recall_by_kind"]) == {"cut", "dissolve", "fade"}
     assert report["shots"]["counts"]["truth"] == 3  # two cuts and a dissolve
     assert report["runtime"]["total_s"] > 0
@@ -86,11 +100,40 @@ def test_quick_run_reports_every_aspect(tmp_path: Path) -> None:
     assert clean["shots_missed"] == []
     assert clean["text"]["counts"]["matched"] == 1
     assert clean["text_missed"] == []
-    # Fourteen words in two sentences, the second across the cut at 4.96 s.
+    # Fourteen words in two sentences, the second across the cut at 4.96 s: the English WER's
+    # words are the clean edit's alone, not the German-then-English talk's.
+    assert report["speech_model"] == "base"
     wer = report["speech_wer"]
     assert isinstance(wer, float)
     assert 0.0 <= wer < 0.5, (wer, clean["speech_errors"])
     assert report["speech_words"] == 14
+    tiny_en = report["speech_tiny_en"]
+    assert tiny_en["model"] == "tiny.en"
+    assert tiny_en["words"] == 14
+    assert report["speech_wer_tiny_en"] == tiny_en["wer"]
+    assert 0.0 <= tiny_en["wer"] < 0.5, clean["speech_tiny_en"]["errors"]
+    assert set(report["speech_wer_by_language"]) == {"en"}
+    if (mandarin := report["speech_zh_recorded"]) is not None:  # the clip was fetched
+        assert mandarin["language"] == "zh"
+        assert mandarin["cer"] <= 0.2
+    talk = report["edits"]["talk-de-en"]
+    assert "speech_tiny_en" not in talk  # tiny.en hears English edits only
+    assert talk["speech"]["words"] == 92
+    # Every segment heard over a sentence is scored; the video's main language is English.
+    languages = report["speech_languages"]
+    assert languages["videos"] == 2
+    assert languages["segments"] >= 10
+    assert languages["segments"] == talk["speech_language"]["segments"] + 2
+    assert set(languages["accuracy_by_language"]) == {"de", "en"}
+    assert talk["speech_language"]["main_accuracy"] == 1.0
+    for key in ("speech_language_accuracy", "speech_main_language_accuracy"):
+        assert 0.0 <= report[key] <= 1.0, key
+    assert languages["accuracy_by_language"]["en"] == 1.0
+    # "Thank you for listening and have a lovely afternoon." from 28.9 s to 31.5 s: the window
+    # ends in the pause before it, so no word of it is lost.
+    assert report["speech_boundary_words"] == 9
+    assert report["speech_boundary_words_lost"] == 0, talk["speech_boundary_lost"]
+    assert report["runtime"]["compare_s"] > 0
     assert clean["speech_status"] == "done"
     assert report["edits"]["dissolve-flash"]["speech_status"] == "no_audio"
     assert report["speech"]["sentences_timed"] == {"start": 2, "end": 2}
@@ -237,3 +280,35 @@ def test_a_sentence_whose_first_word_was_not_heard_has_no_start_error() -> None:
     nothing = score_speech(said, None)
     assert nothing.counts == WordCounts(3, 0, 3, 0)
     assert nothing.summary()["start_error_s"] is None
+
+
+def test_words_of_a_sentence_across_a_window_end_not_heard_are_lost() -> None:
+    said = [
+        Utterance("Good morning.", 1.0, 2.0),
+        Utterance("Mind the gap and please stand back.", WINDOW_S - 1.0, WINDOW_S + 1.0),
+        Utterance("Thank you.", 2 * WINDOW_S - 2.0, 2 * WINDOW_S - 1.0),  # ends before 60 s
+    ]
+    score = score_speech(
+        said,
+        heard(
+            ("Good", 1.0, 1.4),
+            ("morning.", 1.4, 2.0),
+            ("Mind", 29.0, 29.3),
+            ("the", 29.4, 29.6),
+            ("cap", 29.7, 29.9),  # heard as another word: lost too
+            ("and", 30.0, 30.2),  # "please" not heard at all
+            ("stand", 30.3, 30.6),
+            ("back.", 30.6, 31.0),
+            ("Thank", 58.0, 58.4),
+        ),
+    )
+    assert score.boundary_words == 7
+    assert score.boundary_lost == [("gap", "cap"), ("please", "")]
+    summary = score.summary()
+    assert (summary["boundary_words"], summary["boundary_words_lost"]) == (7, 2)
+    assert summary["boundary_words_deleted"] == 1
+    # A sentence that only touches a window's end, or ends before it, is not across it.
+    touching = score_speech([Utterance("Mind the gap", 27.0, WINDOW_S)], None)
+    assert touching.boundary_words == 0
+    # Every multiple of the window: 1.5 s, 30 s and 58.5 s.
+    assert score_speech(said, None, window_s=1.5).boundary_words == 2 + 7 + 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -188,9 +188,11 @@ class CheckpointStore(ABC):
         frames: int,
         timings: Mapping[str, float],
         outbox: OutboxEvent | None,
+        also: Sequence[OutboxEvent] = (),
     ) -> None:
-        """Final transition to done and the outbox entry (None: nobody is notified), in one
-        atomic step."""
+        """Final transition to done and the outbox entry (None: nobody is notified), then the
+        entries of ``also`` (a ``video.review`` beside the ``video.done``), in one atomic
+        step."""
 
     @abstractmethod
     async def mark_failed(

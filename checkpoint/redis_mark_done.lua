@@ -1,6 +1,7 @@
 -- mark_done: ARGV[4] epoch, ARGV[5] frames, ARGV[6] timings JSON, ARGV[7] outbox event JSON
--- ('' = none), ARGV[8] how long the finished record is kept (ms, 0: for ever).
--- The record turns done and the outbox entry is appended in this one atomic step.
+-- ('' = none), ARGV[8] how long the finished record is kept (ms, 0: for ever), ARGV[9] a JSON
+-- list of more outbox events' JSON, appended after it ('[]' = none).
+-- The record turns done and the outbox entries are appended in this one atomic step.
 local epoch, frames, timings, event = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant')
 local refused = check_owner(epoch, cur[1], cur[2], 'done')
@@ -23,6 +24,9 @@ expire_finished(ARGV[8])
 local id = false  -- no outbox entry: nobody is notified (a backfill that says so)
 if event ~= '' then
   id = redis.call('XADD', KEYS[3], '*', 'event', event)
+end
+for _, more in ipairs(cjson.decode(ARGV[9] or '[]')) do
+  redis.call('XADD', KEYS[3], '*', 'event', more)
 end
 publish(tenant, 'done', nil, 0, nil, now)
 return {'ok', id}

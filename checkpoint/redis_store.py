@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -184,6 +184,7 @@ class RedisCheckpointStore(CheckpointStore):
         frames: int,
         timings: Mapping[str, float],
         outbox: OutboxEvent | None,
+        also: Sequence[OutboxEvent] = (),
     ) -> None:
         reply = await self._run_final(
             "mark_done",
@@ -193,6 +194,7 @@ class RedisCheckpointStore(CheckpointStore):
             json.dumps({stage: float(seconds) for stage, seconds in timings.items()}),
             outbox.model_dump_json() if outbox else "",
             self._retention_ms,
+            json.dumps([event.model_dump_json() for event in also]),
         )
         self._refuse(reply, video_id, epoch)
 

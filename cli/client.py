@@ -31,6 +31,7 @@ from devkit.result_view import (
     frames_table,
     outputs_table,
     result_table,
+    review_line,
     shots_table,
     summary_line,
     transcript,
@@ -273,6 +274,8 @@ def show_result(args: argparse.Namespace) -> int:
         console.print(outputs)
     if (summary := summary_line(body)) is not None:
         console.print(summary)
+    if (review := review_line(body)) is not None:
+        console.print(review)
     if body.get("frames") is not None:
         console.print(frames_table(body["frames"]))
     return 0

@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the whole stack on sample videos, print results")
     demo.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR / "demo")
-    demo.add_argument("--videos", type=int, default=4, help="how many sample videos")
+    demo.add_argument("--videos", type=int, default=5, help="how many sample videos")
     demo.add_argument("--config", type=Path, help="YAML overrides (stages, limits, ...)")
 
     dev = sub.add_parser("dev", help="run the embedded stack in the foreground")

@@ -22,17 +22,16 @@ from core.api_settings import ApiSettings, InsecureConfig
 from core.config_sources import FILE, OVERRIDE, sources_of
 from core.pipeline_settings import (
     AsrSettings,
-    ChapterSettings,
-    LabelSettings,
     LimitSettings,
     PoolSettings,
     RaySettings,
     RuntimeSettings,
     StageSettings,
-    SummarySettings,
 )
 from core.records import BULK_LANE
+from core.review_settings import ReviewSettings
 from core.settings_base import settings_config
+from core.video_stage_settings import ChapterSettings, LabelSettings, SummarySettings
 
 __all__ = [
     "ApiSettings",
@@ -47,6 +46,7 @@ __all__ = [
     "PoolSettings",
     "RaySettings",
     "RedisSettings",
+    "ReviewSettings",
     "RuntimeSettings",
     "ServiceConfig",
     "StageSettings",
@@ -200,7 +200,7 @@ class WebhookSubscription(BaseModel):
 
     url: str
     tenant: str | None = None  # None: every tenant
-    events: tuple[str, ...] = ("video.done", "video.failed", "video.deleted")
+    events: tuple[str, ...] = ("video.done", "video.failed", "video.deleted", "video.review")
 
 
 class NotifySettings(BaseSettings):

@@ -8,6 +8,7 @@ FETCH: Final = "fetch"
 DECODE: Final = "decode"
 OCR: Final = "ocr"
 LABELS: Final = "labels"  # ImageNet classes per sample
+QR: Final = "qr"  # the QR codes in each sample, decoded
 VLM: Final = "vlm"
 IMAGE_EMBED: Final = "image_embed"  # a vector per frame from its pixels
 EMBED: Final = "embed"
@@ -15,6 +16,7 @@ SPEECH: Final = "speech"  # the audio track, beside the frames
 SHOT_LABELS: Final = "shot_labels"  # once per video: each shot's labels, from ``labels``
 CHAPTERS: Final = "chapters"  # once per video: where the topic changes, from its text
 SUMMARY: Final = "summary"  # once per video: a summary, tags and a category, by a language model
+REVIEW: Final = "review"  # once per video: review labels with evidence, and a decision
 
 #: Every stage, in pipeline order.
 ALL: Final = (
@@ -22,6 +24,7 @@ ALL: Final = (
     DECODE,
     OCR,
     LABELS,
+    QR,
     VLM,
     IMAGE_EMBED,
     EMBED,
@@ -29,7 +32,8 @@ ALL: Final = (
     SHOT_LABELS,
     CHAPTERS,
     SUMMARY,
+    REVIEW,
 )
 #: The stages that may run inside the decode replicas (``PoolSettings.fuse``): those whose
 #: ``Stage.fusion`` says so (a test holds the two together; ``core`` does not read the stages).
-FUSABLE: Final = (OCR, LABELS, VLM, IMAGE_EMBED, EMBED)
+FUSABLE: Final = (OCR, LABELS, QR, VLM, IMAGE_EMBED, EMBED)

@@ -33,6 +33,7 @@ from devkit.receiver import WebhookReceiver
 from devkit.result_view import (
     outputs_table,
     result_table,
+    review_line,
     shot_labels,
     shots_table,
     summary_line,
@@ -176,6 +177,8 @@ async def _print_results(
                 console.print(outputs)
             if (summary := summary_line(body)) is not None:
                 console.print(summary)
+            if (review := review_line(body)) is not None:
+                console.print(review)
             _print_checks(sample, body)
             console.print(f"  result: {api_url}{path}  (each spoken word's times: ?words=true)")
             console.print(f"  transcript as WebVTT: {api_url}{path}.vtt?track=speech")

@@ -24,7 +24,8 @@ from PIL import Image as PILImage
 from PIL import ImageDraw
 
 from core.records import Image
-from devkit.samples import Size, _font
+from devkit.fonts import cjk_font
+from devkit.samples import Size
 from devkit.speech_videos import Utterance
 
 _TEXTURE_CELLS = (12, 7)
@@ -98,7 +99,7 @@ def _with_captions(image: Image, captions: Sequence[Caption]) -> Image:
     canvas = PILImage.fromarray(image)
     draw = ImageDraw.Draw(canvas)
     width, height = canvas.size
-    font = _font(max(14, height // 12))
+    font = cjk_font(max(14, height // 12))
     pad = height // 40
     for caption in captions:
         where = (width / 2, height * _PLACES[caption.where])

@@ -154,6 +154,23 @@ def summary_line(body: dict[str, Any]) -> Text | None:
     return line.append(str(data["summary"]))  # text, not markup
 
 
+def review_line(body: dict[str, Any]) -> Text | None:
+    """The ``review`` stage's decision in a result, with each category's score and decision
+    (the evidence is among the video stages' segments). None where the stage did not run."""
+    output = (body.get("outputs") or {}).get("review")
+    if output is None:
+        return None
+    data = output["data"]
+    colour = {"pass": "green", "review": "yellow", "block": "red"}.get(data["decision"], "white")
+    line = Text("review: ").append(data["decision"], style=colour)
+    flagged = [
+        f"{name} {found['score']:.2f} ({found['decision']}, {found['findings']} found)"
+        for name, found in (data.get("categories") or {}).items()
+        if found["findings"]
+    ]
+    return line.append(f" · {' · '.join(flagged)}" if flagged else "")
+
+
 def clock(seconds: float) -> str:
     """``m:ss.s``: 65.3 -> ``1:05.3``."""
     minutes, tenths = divmod(round(seconds * 10), 600)

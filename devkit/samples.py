@@ -10,7 +10,6 @@ be checked. Output is deterministic for a given seed.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,9 +21,10 @@ import av
 import numpy as np
 import numpy.typing as npt
 from PIL import Image as PILImage
-from PIL import ImageDraw, ImageFont
+from PIL import ImageDraw
 
 from core.records import Image
+from devkit.fonts import cjk_font
 from devkit.speech_videos import Utterance, espeak_path, speak_over
 
 RGB = tuple[int, int, int]
@@ -34,20 +34,6 @@ NoisePlane = npt.NDArray[np.int16]
 # Grain for video frames is drawn from a bank of planes: fresh noise for every frame would cost
 # more than the encoder; picking a random plane per frame still keeps consecutive frames distinct.
 _GRAIN_BANK = 12
-
-FONT_ENV = "REELSENSE_SAMPLE_FONT"
-_DEFAULT_FONT = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"
-_FONT_DIRS = (
-    Path(__file__).parent / "fonts",
-    Path("/usr/share/fonts"),
-    Path("/usr/local/share/fonts"),
-)
-_CJK_PROBE = "欢迎"
-
-
-class FontNotFound(RuntimeError):
-    """No font with CJK glyphs is installed; sample videos need one to burn in Chinese text."""
-
 
 # A scene's sentence starts a little after its cut, as a speaker would, so it never begins
 # exactly on a chunk or window boundary.
@@ -66,6 +52,7 @@ class Scene:
     seconds: float
     background: RGB = (250, 250, 245)
     said: str = ""
+    qr: str = ""  # a QR code of this text at the right of the frame, the lines left of it
 
 
 @dataclass(frozen=True)
@@ -104,51 +91,6 @@ class SampleVideo:
         return tuple(starts)
 
 
-def _has_cjk(path: Path) -> bool:
-    try:
-        font = ImageFont.truetype(str(path), 32)
-    except OSError:
-        return False
-    # A font without the glyph draws its "missing" box for both probe and an unmapped code point.
-    probe, missing = (_glyph_pixels(font, text) for text in (_CJK_PROBE[0], "\U0010fffd"))
-    return bool(probe.any()) and not np.array_equal(probe, missing)
-
-
-def _glyph_pixels(font: ImageFont.FreeTypeFont, text: str) -> Image:
-    canvas = PILImage.new("L", (48, 48), 0)
-    ImageDraw.Draw(canvas).text((8, 8), text, font=font, fill=255)
-    return np.asarray(canvas, dtype=np.uint8)
-
-
-@lru_cache(maxsize=1)
-def find_cjk_font() -> Path:
-    """Path of a TrueType/OpenType font that has CJK glyphs.
-
-    ``REELSENSE_SAMPLE_FONT`` wins, then WenQuanYi Micro Hei (Debian ``fonts-wqy-microhei``),
-    then any installed font that draws Chinese. Raises :class:`FontNotFound` when none does.
-    """
-    candidates: list[Path] = []
-    if os.environ.get(FONT_ENV):
-        candidates.append(Path(os.environ[FONT_ENV]))
-    candidates.append(Path(_DEFAULT_FONT))
-    for folder in _FONT_DIRS:
-        if folder.is_dir():
-            for pattern in ("*.ttc", "*.ttf", "*.otf", "*.otc"):
-                candidates.extend(sorted(folder.rglob(pattern)))
-    for path in candidates:
-        if path.is_file() and _has_cjk(path):
-            return path
-    raise FontNotFound(
-        "no font with Chinese glyphs found; install fonts-wqy-microhei "
-        f"(apt-get install fonts-wqy-microhei) or set {FONT_ENV} to a .ttf/.ttc/.otf file"
-    )
-
-
-@lru_cache(maxsize=32)
-def _font(size: int) -> ImageFont.FreeTypeFont:
-    return ImageFont.truetype(str(find_cjk_font()), size)
-
-
 def _text_color(background: RGB) -> RGB:
     r, g, b = background
     luma = 0.299 * r + 0.587 * g + 0.114 * b
@@ -161,17 +103,42 @@ def _draw_text(lines: Sequence[str], size: Size, background: RGB) -> Image:
     if lines:
         draw = ImageDraw.Draw(canvas)
         font_px = max(12, height // 8)
-        font = _font(font_px)
+        font = cjk_font(font_px)
         widest = max(draw.textlength(line, font=font) for line in lines)
         if widest > 0.9 * width:  # shrink long lines so they stay fully inside the frame
             font_px = max(12, int(font_px * 0.9 * width / widest))
-            font = _font(font_px)
+            font = cjk_font(font_px)
         line_h = int(font_px * 1.5)
         top = (height - line_h * len(lines)) // 2 + line_h // 2
         color = _text_color(background)
         for i, line in enumerate(lines):
             draw.text((width / 2, top + i * line_h), line, font=font, fill=color, anchor="mm")
     return np.asarray(canvas, dtype=np.uint8).copy()
+
+
+def _draw_scene(scene: Scene, size: Size) -> Image:
+    """The scene's picture: its lines, and its QR code (a third of the frame's height, with
+    its quiet zone) at the right with the lines in the room left of it."""
+    if not scene.qr:
+        return _draw_text(scene.lines, size, scene.background)
+    width, height = size
+    side = height // 3
+    text_width = width - side - height // 10
+    picture = np.empty((height, width, 3), dtype=np.uint8)
+    picture[:] = scene.background
+    picture[:, :text_width] = _draw_text(scene.lines, (text_width, height), scene.background)
+    top, left = (height - side) // 2, text_width
+    picture[top : top + side, left : left + side] = qr_image(scene.qr, side)
+    return picture
+
+
+def qr_image(text: str, side: int) -> Image:
+    """A QR code of ``text``, black on white with its quiet zone, ``side`` pixels square."""
+    import zxingcpp
+
+    barcode = zxingcpp.create_barcode(text, zxingcpp.BarcodeFormat.QRCode)
+    code = PILImage.fromarray(np.asarray(barcode.to_image(scale=8))).convert("RGB")
+    return np.asarray(code.resize((side, side), PILImage.Resampling.NEAREST), dtype=np.uint8)
 
 
 def _add_grain(image: Image, rng: np.random.Generator, grain: float) -> Image:
@@ -275,7 +242,7 @@ def write_video(
         pts = 0
         bank = [_noise_plane((size[1], size[0]), rng, grain) for _ in range(_GRAIN_BANK)]
         for scene in scenes:
-            base = _draw_text(scene.lines, size, scene.background)
+            base = _draw_scene(scene, size)
             for _ in range(max(1, round(scene.seconds * fps))):
                 pixels = _apply_noise(base, bank[rng.integers(len(bank))]) if grain > 0 else base
                 frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
@@ -309,6 +276,17 @@ def demo_scenes() -> dict[str, tuple[Scene, ...]]:
             Scene(("SALE 50%",), 2.0, cream),
             Scene(("谢谢惠顾",), 2.0, maroon),
         ),
+        # What a reviewer must see: a phone number and a WeChat id on screen, and a QR code.
+        "ad": (
+            Scene(("限时优惠", "咨询热线 138 1234 5678"), 3.0, white),
+            Scene(
+                ("扫码进群", "加微信 shop_8888"),
+                3.0,
+                cream,
+                said="Scan the code to join our group.",
+                qr="https://t.cn/A6abcdEf",
+            ),
+        ),
         "lecture": (
             Scene(("VECTOR SEARCH 101",), 2.0, white, said="Welcome to the lecture."),
             Scene(("人工智能",), 2.0, navy, said="Today we talk about search."),
@@ -325,7 +303,7 @@ def demo_scenes() -> dict[str, tuple[Scene, ...]]:
 def write_demo_videos(
     folder: str | Path, count: int = 4, *, seed: int = 0, grain: float = 0.0, fps: int = 25
 ) -> list[SampleVideo]:
-    """Write ``count`` short 720p demo videos (up to 5) into ``folder``; deterministic by seed.
+    """Write ``count`` short 720p demo videos (up to 6) into ``folder``; deterministic by seed.
 
     Scenes that say something give their video an AAC audio track of espeak-ng's speech
     (``SampleVideo.utterances``); without espeak-ng those videos are written silent. Without

@@ -17,7 +17,7 @@ from core.outputs import VideoOutput
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult, as_lane
 from core.speech import Speech
 from core.urls import redact_url
-from runtime.messages import done_message_data
+from runtime.messages import done_message_data, review_message_data
 from runtime.partials import PartialResults
 from runtime.results import ResultStore
 from runtime.video_run import VideoRun
@@ -107,12 +107,15 @@ class FinalTransitions:
         result = await self._video_stages.run(result, taken, functools.partial(self._advance, run))
         run.heartbeat.beat()  # the write has a deadline of its own (ray.write_timeout_s)
         await self._results.write(result)
+        review = review_message_data(result)
+        flagged = self._outbox("video.review", ref, review) if review is not None else None
         await self._store.mark_done(
             ref.video_id,
             run.epoch,
             frames=len(frames),
             timings=result.timings,
             outbox=self._outbox("video.done", ref, done_message_data(result)),
+            also=() if flagged is None else (flagged,),
         )
         await self.drop_chunks(ref.video_id)
 

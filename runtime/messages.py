@@ -8,7 +8,7 @@ from urllib.parse import quote
 from core.records import VideoResult
 from core.shots import video_shots
 from core.speech import Speech
-from core.stage_names import SUMMARY
+from core.stage_names import REVIEW, SUMMARY
 from sinks.object_store import document_key
 from stages.chapters import chapters_of
 
@@ -22,7 +22,6 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
     """What ``video.done`` says: counts, the start of the text and where the whole result is,
     never all of it, so the message stays small whatever the video holds (a status-topic
     record has 1 MiB, and receivers refuse large bodies)."""
-    ref = result.ref
     text = result.text
     return {
         "frames": len(result.frames),
@@ -36,12 +35,19 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
         # None where the stage did not run (off, or the result is older than it).
         "chapters": None if (chapters := chapters_of(result)) is None else len(chapters),
         "summary": _summary(result),
+        "review": review_summary(result),
         "timings": result.timings,
-        "result": {
-            "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
-            "api": f"/v1/videos/{quote(ref.video_id, safe='')}/result",
-            "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
-        },
+        "result": _links(result),
+    }
+
+
+def _links(result: VideoResult) -> dict[str, str]:
+    """Where the video's status, result and stored document are."""
+    ref = result.ref
+    return {
+        "status": f"/v1/videos/{quote(ref.video_id, safe='')}",
+        "api": f"/v1/videos/{quote(ref.video_id, safe='')}/result",
+        "document": document_key(ref.tenant, ref.video_id, result.pipeline_version),
     }
 
 
@@ -57,6 +63,31 @@ def _summary(result: VideoResult) -> dict[str, Any] | None:
         "truncated": len(text) > DONE_SUMMARY_CHARS,
         "category": output.data.get("category"),
         "tags": list(output.data.get("tags") or []),
+    }
+
+
+def review_message_data(result: VideoResult) -> dict[str, Any] | None:
+    """What ``video.review`` says, for a video the review stage did not pass: its decision and
+    categories (``review_summary``) and where the evidence is; None for one it passed."""
+    review = review_summary(result)
+    if review is None or review["decision"] == "pass":
+        return None
+    return {**review, "result": _links(result)}
+
+
+def review_summary(result: VideoResult) -> dict[str, Any] | None:
+    """The review stage's decision and each category's score, decision and number of
+    findings (the evidence is in the result); None where it did not run."""
+    output = result.outputs.get(REVIEW)
+    if output is None or "decision" not in output.data:
+        return None
+    categories = output.data.get("categories") or {}
+    return {
+        "decision": output.data["decision"],
+        "categories": {
+            name: {key: found.get(key) for key in ("score", "decision", "findings")}
+            for name, found in categories.items()
+        },
     }
 
 

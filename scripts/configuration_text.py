@@ -100,6 +100,7 @@ UNCOMMENTED: dict[str, str] = {
     "recognition and every fused stage.",
     "ray.ocr": "The OCR pool.",
     "ray.labels": "The labels stage's pool (ImageNet labels per sample).",
+    "ray.qr": "The QR stage's pool (the QR codes in each sample, for review).",
     "ray.vlm": "The VLM pool (GPU workers on a cluster); a stage with GPUs cannot fuse.",
     "ray.image_embed": "The image embedder's pool.",
     "ray.embed": "The text embedder's pool.",
@@ -195,6 +196,8 @@ SECTION_TITLES = {
     "LabelSettings": "Label fields",
     "ChapterSettings": "Chapter fields",
     "SummarySettings": "Summary fields",
+    "ReviewSettings": "Review fields",
+    "Thresholds": "Review threshold fields",
 }
 
 
@@ -205,15 +208,17 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
         ChapterSettings,
         LabelSettings,
         PoolSettings,
+        ReviewSettings,
         SummarySettings,
         WebhookSubscription,
     )
+    from core.review_settings import Thresholds
 
     return [
         (
             PoolSettings,
             "Stage pool fields",
-            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.labels`, `ray.vlm`, "
+            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.labels`, `ray.qr`, `ray.vlm`, "
             "`ray.image_embed` and `ray.embed` holds these fields; in the environment the "
             "whole pool is one JSON object (`REELSENSE_RAY_OCR='{\"num_cpus\": 1}'`). "
             "`ray.fetch` is not read: fetching runs in the ingest replicas, which take "
@@ -236,6 +241,18 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
             SECTION_TITLES["SummarySettings"],
             "`stages.summary` holds these fields; in the environment the section is one JSON "
             "object (`REELSENSE_STAGES_SUMMARY='{\"enabled\": true}'`).",
+        ),
+        (
+            ReviewSettings,
+            SECTION_TITLES["ReviewSettings"],
+            "`stages.review` holds these fields; in the environment the section is one JSON "
+            'object (`REELSENSE_STAGES_REVIEW=\'{"terms_dir": "/etc/reelsense/terms"}\'`).',
+        ),
+        (
+            Thresholds,
+            SECTION_TITLES["Thresholds"],
+            "Each category of `stages.review.thresholds` (`contact`, `qr`, `terms`, `visual`), "
+            "and of each tenant's in `stages.review.tenant_thresholds`, holds these fields.",
         ),
         (
             WebhookSubscription,

@@ -159,7 +159,8 @@ def _default(info: Any, annotation: Any) -> str:
         return "defaults of its fields"
     if isinstance(value, str) and (len(value) > 60 or "\n" in value):
         return f"a text of {len(value)} characters"
-    return f"`{json.dumps(value, ensure_ascii=False)}`"
+    shown = json.dumps(value, ensure_ascii=False, default=lambda v: v.model_dump())
+    return f"`{shown}`"
 
 
 def _cell(text: str) -> str:

@@ -30,6 +30,8 @@ from stages.fetch import FetchProbeStage
 from stages.image_embed import ImageEmbedStage
 from stages.labels import LabelsStage, ShotLabelsStage
 from stages.ocr import OcrStage
+from stages.qr import QrStage
+from stages.review import ReviewStage
 from stages.speech import SpeechStage
 from stages.summary import SummaryStage
 from stages.vlm import VlmStage
@@ -46,6 +48,7 @@ BUILT_IN: tuple[StageClass, ...] = (
     DecodeSampleStage,
     OcrStage,
     LabelsStage,
+    QrStage,
     VlmStage,
     ImageEmbedStage,
     EmbedStage,
@@ -53,6 +56,7 @@ BUILT_IN: tuple[StageClass, ...] = (
     ShotLabelsStage,
     ChaptersStage,
     SummaryStage,
+    ReviewStage,
 )
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{1,39}")

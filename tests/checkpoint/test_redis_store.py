@@ -161,6 +161,27 @@ async def test_lifecycle_queued_running_advance_done(cp: Ctx) -> None:
     assert await cp.store.get("missing") is None
 
 
+async def test_done_appends_its_other_events_after_it_in_the_same_step(cp: Ctx) -> None:
+    claim = await cp.store.claim(ref("v2"), V1)
+    assert claim.epoch is not None
+    review = event("v2", "video.review")
+    await cp.store.mark_done(
+        "v2", claim.epoch, frames=3, timings={}, outbox=event("v2"), also=(review,)
+    )
+    entries = await cp.store.read_outbox("n1", count=10, block_ms=0)
+    assert [(e.type, e.video_id) for _, e in entries] == [
+        ("video.done", "v2"),
+        ("video.review", "v2"),
+    ]
+    assert entries[1][1].webhook_id == review.webhook_id != entries[0][1].webhook_id
+    # Refused for a stale epoch: neither is appended.
+    with pytest.raises(StaleEpoch):
+        await cp.store.mark_done(
+            "v2", claim.epoch + 1, frames=3, timings={}, outbox=event("v2"), also=(review,)
+        )
+    assert await cp.store.read_outbox("n1", count=10, block_ms=0) == []
+
+
 async def test_done_is_skipped_for_same_version_and_rerun_for_a_new_one(cp: Ctx) -> None:
     first = await finish(cp, "v1")
     again = await cp.store.claim(ref("v1"), V1)

@@ -9,11 +9,10 @@ import av
 import numpy as np
 import pytest
 
-from devkit import samples
+from devkit import fonts
+from devkit.fonts import FontNotFound, find_cjk_font
 from devkit.samples import (
-    FontNotFound,
     Scene,
-    find_cjk_font,
     render_frame,
     write_demo_videos,
     write_long_video,
@@ -126,9 +125,9 @@ def test_long_video_cycles_scenes(tmp_path: Path) -> None:
 
 def test_missing_cjk_font_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "fonts").mkdir()
-    monkeypatch.setattr(samples, "_DEFAULT_FONT", str(tmp_path / "missing.ttc"))
-    monkeypatch.setattr(samples, "_FONT_DIRS", (tmp_path / "fonts",))
-    monkeypatch.delenv(samples.FONT_ENV, raising=False)
+    monkeypatch.setattr(fonts, "_DEFAULT_FONT", str(tmp_path / "missing.ttc"))
+    monkeypatch.setattr(fonts, "_FONT_DIRS", (tmp_path / "fonts",))
+    monkeypatch.delenv(fonts.FONT_ENV, raising=False)
     find_cjk_font.cache_clear()
     try:
         with pytest.raises(FontNotFound, match="fonts-wqy-microhei"):
@@ -138,9 +137,9 @@ def test_missing_cjk_font_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_font_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(samples.FONT_ENV, samples._DEFAULT_FONT)
+    monkeypatch.setenv(fonts.FONT_ENV, fonts._DEFAULT_FONT)
     find_cjk_font.cache_clear()
     try:
-        assert find_cjk_font() == Path(samples._DEFAULT_FONT)
+        assert find_cjk_font() == Path(fonts._DEFAULT_FONT)
     finally:
         find_cjk_font.cache_clear()

@@ -26,6 +26,7 @@ from api.routes_dead_letters import dead_letter_routes
 from api.routes_events import event_routes
 from api.routes_operations import operation_routes
 from api.routes_results import result_routes
+from api.routes_review import review_routes
 from api.routes_search import search_routes
 from api.routes_videos import video_routes
 from checkpoint.base import CheckpointStore
@@ -107,9 +108,11 @@ def create_app(
     install_error_handlers(app)
     complete_openapi(app)
     install_dashboard(app)
-    # The order of the schema's paths: videos, search, dead letters, events, operations.
+    # The order of the schema's paths: videos and their results, the review queue, search,
+    # dead letters, events, operations.
     app.include_router(video_routes(max_page))
     app.include_router(result_routes())
+    app.include_router(review_routes(max_page))
     app.include_router(search_routes(search_kinds))
     app.include_router(dead_letter_routes(max_page))
     app.include_router(event_routes)

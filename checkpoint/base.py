@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.records import VideoRef
+from core.review_settings import Decision
 
 
 class VideoState(StrEnum):
@@ -124,6 +125,85 @@ class ProgressEvent:
     applicable: bool = True  # False: ``stage`` has nothing to do for this video
 
 
+Verdict = Literal["approve", "remove"]
+#: The review decisions that put a done video in its tenant's review queue.
+QUEUED_DECISIONS: tuple[Decision, ...] = ("review", "block")
+#: Every review queue cursor has this form, and every string of this form is one (so a schema
+#: can say exactly which cursors are valid).
+REVIEW_CURSOR_PATTERN = r"^[0-9]{1,19}:[0-9]{1,9}$"
+
+
+@dataclass(frozen=True)
+class ReviewOutcome:
+    """What the review stage decided for a done video: its decision and each category's
+    score, decision and number of findings (``runtime.messages.review_summary``); the
+    evidence stays in the result document."""
+
+    decision: Decision
+    categories: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """A done video in its tenant's review queue, waiting for a reviewer's verdict."""
+
+    video_id: str
+    tenant: str
+    pipeline_version: str
+    done_at: datetime
+    review: ReviewOutcome
+
+
+@dataclass(frozen=True)
+class GivenVerdict:
+    """A reviewer's verdict on a video the review stage flagged, for one pipeline version."""
+
+    id: str  # unique per verdict; also in the audit stream's entry
+    video_id: str
+    tenant: str
+    verdict: Verdict
+    reviewer: str
+    note: str | None
+    at: datetime
+    pipeline_version: str  # the version whose result the verdict was given for
+    decision: Decision  # the review stage's decision the verdict answers
+
+
+class ReviewQueue(ABC):
+    """Per tenant and decision (``review``, ``block``), the done videos the review stage
+    flagged, oldest done first, until a reviewer gives a verdict. A video enters at
+    ``mark_done`` and leaves with its verdict, when it is done again with another decision,
+    and when it is processed again or deleted."""
+
+    @abstractmethod
+    async def page(
+        self, *, tenant: str | None, decision: Decision, limit: int, cursor: str | None
+    ) -> tuple[list[ReviewItem], str | None]:
+        """Oldest done first (``tenant`` None: every tenant's); the page and the cursor of the
+        next one (None at the end)."""
+
+    @abstractmethod
+    async def give_verdict(
+        self,
+        video_id: str,
+        *,
+        tenant: str | None,
+        verdict: Verdict,
+        reviewer: str,
+        note: str | None,
+    ) -> GivenVerdict:
+        """Record the verdict on the video's record and in the audit stream and take the video
+        out of the queue, in one atomic step. ``tenant``: the tenant asking (None: any).
+        ``UnknownVideo`` for no video (or another tenant's), ``NotInReviewQueue`` for one that
+        is not done with a decision the queue holds, ``VerdictGiven`` when its pipeline version
+        has a verdict already."""
+
+    @abstractmethod
+    async def verdicts(self, video_id: str) -> list[GivenVerdict]:
+        """Every verdict given for the video, oldest first (one per pipeline version at
+        most); kept on its record, so as long as the record is."""
+
+
 class CheckpointStore(ABC):
     """Per-video records. Every write after ``claim`` carries the claim's epoch; a write with
     an older epoch raises ``StaleEpoch`` so a stale worker can never overwrite a newer one."""
@@ -189,10 +269,13 @@ class CheckpointStore(ABC):
         timings: Mapping[str, float],
         outbox: OutboxEvent | None,
         also: Sequence[OutboxEvent] = (),
+        review: ReviewOutcome | None = None,
     ) -> None:
         """Final transition to done and the outbox entry (None: nobody is notified), then the
         entries of ``also`` (a ``video.review`` beside the ``video.done``), in one atomic
-        step."""
+        step; in the same step the record keeps ``review`` (None: the review stage did not
+        run) and the video enters the review queue of its decision, or leaves the queue (see
+        ``ReviewQueue``)."""
 
     @abstractmethod
     async def mark_failed(
@@ -255,6 +338,11 @@ class CheckpointStore(ABC):
         """Start a new life of ``consumer``: its next reads return the entries it took and
         never acknowledged first. Within one life, an entry it holds unacknowledged (waiting
         for a retry) is not handed out again, so it cannot hold back newer ones."""
+
+    @property
+    @abstractmethod
+    def reviews(self) -> ReviewQueue:
+        """The review queue of the videos this store marked done."""
 
     @abstractmethod
     async def close(self) -> None: ...

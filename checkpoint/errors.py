@@ -46,3 +46,23 @@ class CheckpointNotDurable(PermanentError):
     no ``appendfsync always``), and ``redis.require_durable`` asks for it."""
 
     code = "redis_not_durable"
+
+
+class UnknownVideo(PermanentError):
+    """No record holds the video, or it is another tenant's (the two are told apart to
+    nobody: ids must not leak between tenants)."""
+
+    code = "not_found"
+
+
+class NotInReviewQueue(PermanentError):
+    """A verdict for a video that is not in the review queue: not done, or done with a
+    decision the queue does not hold (``pass``, or the review stage did not run)."""
+
+    code = "not_in_review_queue"
+
+
+class VerdictGiven(PermanentError):
+    """A verdict for a video whose pipeline version has one already."""
+
+    code = "verdict_given"

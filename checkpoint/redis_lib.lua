@@ -25,8 +25,43 @@ local function tenant_status_index(tenant, status)
   return P .. ':idx:tenant:' .. tenant .. ':status:' .. status
 end
 
--- Keep the list indexes in step with the record: every one is scored by updated time.
+-- The review queue of one decision ('review' or 'block'): every tenant's (tenant nil), or one
+-- tenant's. Scored by done time, so it lists the oldest first.
+local function review_index(decision, tenant)
+  if tenant then
+    return P .. ':idx:tenant:' .. tenant .. ':review:' .. decision
+  end
+  return P .. ':idx:review:' .. decision
+end
+
+-- The video out of the review queue, whichever decision held it.
+local function leave_review(tenant)
+  for _, decision in ipairs({'review', 'block'}) do
+    redis.call('ZREM', review_index(decision), VID)
+    if tenant then
+      redis.call('ZREM', review_index(decision, tenant), VID)
+    end
+  end
+end
+
+-- The verdict a reviewer gave for pipeline ``version``, from the record's ``verdicts`` (a JSON
+-- list, oldest first), or nil.
+local function verdict_of(verdicts, version)
+  for _, given in ipairs(cjson.decode(verdicts or '[]')) do
+    if given.pipeline_version == version then
+      return given
+    end
+  end
+  return nil
+end
+
+-- Keep the list indexes in step with the record: every one is scored by updated time. A done
+-- video that moves on (processed again, deleted) leaves the review queue: its decision went
+-- with the result it was made for.
 local function reindex(old_status, old_tenant, status, tenant, now)
+  if old_status == 'done' then
+    leave_review(old_tenant)
+  end
   if old_status and (old_status ~= status or old_tenant ~= tenant) then
     redis.call('ZREM', status_index(old_status), VID)
     redis.call('ZREM', tenant_status_index(old_tenant, old_status), VID)
@@ -91,7 +126,8 @@ local function enter_status(new_status, status, old_version, tenant, uri, versio
   end
   set_version(old_version, version)
   redis.call('HSET', VKEY, 'status', new_status, 'tenant', tenant, 'uri', uri, 'updated_at', now)
-  redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at')
+  redis.call('HDEL', VKEY, 'stage', 'error_code', 'error_message', 'finished_at', 'review',
+    'review_summary')
   redis.call('HSET', VKEY, 'lease_until', 0)  -- a claim takes a lease of its own
   redis.call('PERSIST', VKEY)  -- a finished record that comes back is kept until it ends again
   return now

@@ -1,9 +1,13 @@
 -- mark_done: ARGV[4] epoch, ARGV[5] frames, ARGV[6] timings JSON, ARGV[7] outbox event JSON
 -- ('' = none), ARGV[8] how long the finished record is kept (ms, 0: for ever), ARGV[9] a JSON
--- list of more outbox events' JSON, appended after it ('[]' = none).
--- The record turns done and the outbox entries are appended in this one atomic step.
+-- list of more outbox events' JSON, appended after it ('[]' = none), ARGV[10] the review stage's
+-- decision ('' = it did not run), ARGV[11] its summary JSON (decision and categories).
+-- The record turns done, its review decision goes with it (a 'review' or 'block' one into the
+-- review queue, unless a reviewer gave this version a verdict already) and the outbox entries
+-- are appended in this one atomic step.
 local epoch, frames, timings, event = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant')
+local review, summary = ARGV[10] or '', ARGV[11] or ''
+local cur = redis.call('HMGET', VKEY, 'status', 'epoch', 'tenant', 'pipeline_version', 'verdicts')
 local refused = check_owner(epoch, cur[1], cur[2], 'done')
 if refused then
   return refused
@@ -20,6 +24,16 @@ for _, field in ipairs(redis.call('HKEYS', VKEY)) do
   end
 end
 reindex('running', tenant, 'done', tenant, now)
+leave_review(tenant)
+if review == '' then
+  redis.call('HDEL', VKEY, 'review', 'review_summary')
+else
+  redis.call('HSET', VKEY, 'review', review, 'review_summary', summary)
+  if (review == 'review' or review == 'block') and not verdict_of(cur[5], cur[4]) then
+    redis.call('ZADD', review_index(review), now, VID)
+    redis.call('ZADD', review_index(review, tenant), now, VID)
+  end
+end
 expire_finished(ARGV[8])
 local id = false  -- no outbox entry: nobody is notified (a backfill that says so)
 if event ~= '' then

@@ -21,6 +21,8 @@ from checkpoint.base import (
     Claim,
     OutboxEvent,
     ProgressEvent,
+    ReviewOutcome,
+    ReviewQueue,
     VideoState,
     VideoStatus,
 )
@@ -29,6 +31,7 @@ from checkpoint.errors import CheckpointLost, StaleEpoch, VideoBusy, VideoIdTake
 from checkpoint.redis_clients import async_client, retrying
 from checkpoint.redis_lists import list_page
 from checkpoint.redis_outbox import RedisOutbox
+from checkpoint.redis_review import RedisReviewQueue, outcome_json
 from checkpoint.redis_wire import ProgressSubscription, boundary
 from checkpoint.scripts import (
     SCRIPTS,
@@ -74,6 +77,7 @@ class RedisCheckpointStore(CheckpointStore):
         retention = settings.finished_retention_s
         self._retention_ms = 0 if retention is None else max(1, round(retention * 1000))
         self._durability = Durability(self._redis, settings)
+        self._reviews = RedisReviewQueue(self._redis, prefix, self.video_key, self._run_final)
 
     @classmethod
     def from_url(cls, url: str, *, key_prefix: str = "rs", **settings: Any) -> RedisCheckpointStore:
@@ -185,6 +189,7 @@ class RedisCheckpointStore(CheckpointStore):
         timings: Mapping[str, float],
         outbox: OutboxEvent | None,
         also: Sequence[OutboxEvent] = (),
+        review: ReviewOutcome | None = None,
     ) -> None:
         reply = await self._run_final(
             "mark_done",
@@ -195,6 +200,8 @@ class RedisCheckpointStore(CheckpointStore):
             outbox.model_dump_json() if outbox else "",
             self._retention_ms,
             json.dumps([event.model_dump_json() for event in also]),
+            "" if review is None else review.decision,
+            "" if review is None else outcome_json(review),
         )
         self._refuse(reply, video_id, epoch)
 
@@ -342,6 +349,10 @@ class RedisCheckpointStore(CheckpointStore):
 
     async def ack_outbox(self, entry_ids: list[str]) -> None:
         await self._outbox_reads.ack(entry_ids)
+
+    @property
+    def reviews(self) -> ReviewQueue:
+        return self._reviews
 
     async def close(self) -> None:
         if self._owns_client:

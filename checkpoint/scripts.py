@@ -7,6 +7,10 @@ Key layout (``P`` is ``RedisSettings.key_prefix``)::
     P:idx:status:{status}               zset    per status
     P:idx:tenant:{tenant}               zset    per tenant
     P:idx:tenant:{tenant}:status:{s}    zset    per (tenant, status)
+    P:idx:review:{decision}             zset    the review queue (``review``, ``block``), every
+                                                tenant's, scored by done time (µs)
+    P:idx:tenant:{tenant}:review:{d}    zset    one tenant's review queue of decision d
+    P:review:audit                      stream  every reviewer's verdict, never trimmed
     P:progress                          channel live progress events (JSON)
     P:progress:stream                   stream  the same events, capped with MAXLEN ~
     P:outbox                            stream  outbox entries (field ``event``: OutboxEvent JSON)
@@ -17,11 +21,14 @@ Record fields: ``video_id tenant uri status pipeline_version stage attempts epoc
 error_code error_message timings`` (JSON), ``event`` (what ``ref_json`` keeps of the event that
 made the record), ``swept_at`` (when the sweeper last sent that event through again, µs),
 ``owner lease_until`` (the instance running the attempt and, in server milliseconds, until when
-its lease holds; 0: none) and ``created_at updated_at started_at finished_at`` (Redis server
-time, µs since the epoch); stage progress is
-flattened as ``sd:{stage}`` (chunks done), ``st:{stage}`` (total, once known) and ``sn:{stage}``
-(present while the stage has nothing to do for the video: not applicable; records written
-before it existed read as applicable).
+its lease holds; 0: none), ``review`` (a done record's review decision: ``pass``, ``review`` or
+``block``; absent where the review stage did not run) with ``review_summary`` (JSON: the
+decision and each category's score, decision and findings), ``verdicts`` (JSON: the reviewers'
+verdicts, oldest first, at most one per pipeline version; kept across versions) and
+``created_at updated_at started_at finished_at`` (Redis server time, µs since the epoch); stage
+progress is flattened as ``sd:{stage}`` (chunks done), ``st:{stage}`` (total, once known) and
+``sn:{stage}`` (present while the stage has nothing to do for the video: not applicable;
+records written before it existed read as applicable).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ SCRIPTS = (
     "mark_failed",
     "give_back",
     "mark_deleted",
+    "review_verdict",
 )
 
 

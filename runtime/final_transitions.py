@@ -10,14 +10,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from checkpoint.base import CheckpointStore, OutboxEvent
+from checkpoint.base import CheckpointStore, OutboxEvent, ReviewOutcome
 from checkpoint.chunk_store import ChunkStore
 from core.errors import ReelsenseError
 from core.outputs import VideoOutput
 from core.records import Chunk, EarlierResult, LocalVideo, VideoRef, VideoResult, as_lane
 from core.speech import Speech
 from core.urls import redact_url
-from runtime.messages import done_message_data, review_message_data
+from runtime.messages import done_message_data, review_message_data, review_summary
 from runtime.partials import PartialResults
 from runtime.results import ResultStore
 from runtime.video_run import VideoRun
@@ -109,6 +109,11 @@ class FinalTransitions:
         await self._results.write(result)
         review = review_message_data(result)
         flagged = self._outbox("video.review", ref, review) if review is not None else None
+        # Its decision goes with the record, for the review queue (checkpoint.base.ReviewQueue).
+        summary = review_summary(result)
+        outcome = (
+            None if summary is None else ReviewOutcome(summary["decision"], summary["categories"])
+        )
         await self._store.mark_done(
             ref.video_id,
             run.epoch,
@@ -116,6 +121,7 @@ class FinalTransitions:
             timings=result.timings,
             outbox=self._outbox("video.done", ref, done_message_data(result)),
             also=() if flagged is None else (flagged,),
+            review=outcome,
         )
         await self.drop_chunks(ref.video_id)
 

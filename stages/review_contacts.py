@@ -139,7 +139,9 @@ def _mobile_shape(number: str) -> float:
     groups = tuple(len(group) for group in re.findall(r"\d+", number))
     if groups in {(11,), (3, 4, 4), (3, 8), (7, 4), (4, 4, 3)} or set(groups) == {1}:
         return 0.9
-    return 0.8 if min(groups) >= 3 else 0.45
+    # Most digits standing alone: spaced out to evade, or full-width digits OCR reads apart
+    # ("１３９ ８７６５" as "1 3 9 876 5").
+    return 0.8 if min(groups) >= 3 or groups.count(1) >= 6 else 0.45
 
 
 def _landline(match: re.Match[str]) -> tuple[str, float] | None:

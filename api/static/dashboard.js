@@ -251,6 +251,8 @@
     document.getElementById("result-chapters-vtt").href = `${path}.vtt?track=chapters`;
     renderSummary(body.outputs?.summary?.data);
     renderChapters(body.outputs?.chapters?.data?.chapters ?? []);
+    await renderReview(body.outputs?.review?.data, body.shots);
+    if (shownResult !== videoId) return;
     const labelled = shotLabels(body);
     const shots = await Promise.all(
       body.shots.map(async (shot) =>
@@ -333,6 +335,44 @@
     document.getElementById("summary-meta").textContent = answered
       ? [data.category, ...(data.tags || [])].join(" · ")
       : "";
+  }
+
+  // The review stage's decision, each flagged category's score, and each finding: when, what,
+  // where it was (on screen, said, in a QR code), and the thumbnail of the shot that shows it.
+  async function renderReview(data, shots) {
+    document.getElementById("review-part").hidden = !data;
+    if (!data) return;
+    const decision = document.getElementById("review-decision");
+    decision.textContent = data.decision;
+    decision.dataset.decision = data.decision;
+    const categories = Object.entries(data.categories || {});
+    document.getElementById("review-categories").textContent = categories
+      .map(([name, found]) => `${name} ${found.score.toFixed(2)} (${found.decision})`)
+      .join(" · ");
+    const where = { text: "on screen", speech: "said", qr: "in a QR code", description: "described" };
+    const items = await Promise.all(
+      categories.flatMap(([, found]) => found.evidence).map(async (finding) => {
+        const shot = finding.frame_s === null ? null : shotAt(shots, finding.frame_s);
+        return el(
+          "li",
+          { "data-category": finding.category },
+          shot && shot.thumbnail_url ? await thumbnail(shot.thumbnail_url) : "",
+          el("span", { class: "meta", text: `${clock(finding.start_s)}–${clock(finding.end_s)}` }),
+          " ",
+          el("strong", { text: `${finding.category} · ${finding.kind}` }),
+          " ",
+          el("span", { class: "review-value", text: finding.value }),
+          " ",
+          el("span", { class: "meta", text: `${where[finding.source] || finding.source}, ${Math.round(finding.confidence * 100)}%` }),
+        );
+      }),
+    );
+    document.getElementById("review-evidence").replaceChildren(...items);
+  }
+
+  // The shot a time falls in.
+  function shotAt(shots, t) {
+    return shots.find((shot) => shot.start_s <= t && t < shot.end_s) || shots[shots.length - 1] || null;
   }
 
   // The chapters stage's chapters: when each starts and ends, its title and one line on it.

@@ -11,31 +11,43 @@ silent; speech recognition is measured on its own: ``SpeechStage.stream`` over a
 talks throughout (espeak-ng sentences 3.5 s apart, word timestamps on), as CPU seconds (and
 milliseconds) per second of audio and real-time factor (wall time over audio time), with the
 model's load time apart, once with each bundled Whisper: ``speech`` the default (base),
-``speech_tiny_en`` tiny.en, and the two side by side in ``speech_cpu_s_per_audio_s``. The
-comparison is also printed, as a line of text, to stderr.
+``speech_tiny_en`` tiny.en, and the two side by side in ``speech_cpu_s_per_audio_s``. The review
+labels are measured on their own too: the ``qr`` stage's reader on 720p frames with and without
+a code (``qr``: CPU ms per frame, one thread), and the ``review`` stage on the result of a
+10-minute video with some hundreds of text spans and speech segments (``review``: ms per
+video). The speech comparison and those two figures are also printed, as a line of text, to
+stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
+
+import numpy as np
 
 from bench.quality.corpus import corpus
 from bench.runs import emit
-from core.config import AsrSettings, ServiceConfig
-from core.records import VideoRef
-from core.speech import SpeechPart, heard
-from devkit.samples import write_long_video
+from core.config import AsrSettings, ReviewSettings, ServiceConfig
+from core.records import Frame, OcrLine, ProbeInfo, VideoRef, VideoResult
+from core.spans import text_spans
+from core.speech import Speech, SpeechPart, SpeechSegment, heard
+from core.stage_names import QR
+from devkit.samples import demo_scenes, qr_image, render_frame, write_long_video
 from devkit.speech_videos import SpeechTruth, write_speech_video
 from models.asr import AsrEngine
+from models.qr import QrReader
 from models.whisper_files import BundledWhisper
 from stages.decode import DecodeSampleStage
 from stages.pipeline import Pipeline
+from stages.review import ReviewStage
 from stages.runner import SequentialRunner
 from stages.speech import SpeechStage
 
@@ -84,6 +96,8 @@ def measure(
         "cpu_ms_per_frame": {stage: round(1000 * s / frames, 1) for stage, s in cpu.items()},
         "decode_variants": decode_variants,
         **speech_costs(speech_seconds, config, workdir),
+        "qr": qr_cost(),
+        "review": review_cost(workdir),
         "cpus": os.cpu_count(),
     }
 
@@ -208,6 +222,111 @@ def speech_cost(
     }
 
 
+# A link as an advertiser's QR code holds it (QR version 3 with the quiet zone).
+QR_LINK = "https://example.com/join?from=ad2024"
+QR_SIDE = 240  # px in a 720p frame: a third of its height, as ``devkit.samples`` draws one
+GRAIN = 6.0  # the bench videos' film grain (``write_long_video``)
+QR_BOX = [[1000, 240], [1240, 240], [1240, 480], [1000, 480]]
+
+
+def qr_cost(frames: int = 8, reads: int = 5) -> dict[str, object]:
+    """The ``qr`` stage's reader (``models.qr``) on ``frames`` 720p frames of the bench
+    videos' texts under film grain, without a code and with one of ``QR_SIDE`` px at the
+    right (grain over it too), each read ``reads`` times: the median CPU ms a read (the
+    library reads on the calling thread), and the codes found."""
+    pool = [scene.lines for scenes in demo_scenes().values() for scene in scenes]
+    code = qr_image(QR_LINK, QR_SIDE)
+    reader = QrReader()
+    reader.load()
+    figures: dict[str, object] = {"side_px": QR_SIDE, "frames": frames, "reads": reads}
+    try:
+        for name, with_code in (("without_code", False), ("with_code", True)):
+            times: list[float] = []
+            found = 0
+            for i in range(frames):
+                image = render_frame(pool[i % len(pool)], size=(1280, 720))
+                if with_code:
+                    top, left = (720 - QR_SIDE) // 2, 1280 - QR_SIDE - 64
+                    image[top : top + QR_SIDE, left : left + QR_SIDE] = code
+                noise = np.random.default_rng(i).normal(0.0, GRAIN, image.shape[:2])
+                image = np.clip(image + noise[:, :, None], 0, 255).astype(np.uint8)
+                for _ in range(reads):
+                    started = time.process_time()
+                    codes = reader.read(image)
+                    times.append(time.process_time() - started)
+                found += sum(1 for c in codes if c.text == QR_LINK)
+            figures[name] = {
+                "cpu_ms_per_frame": round(1000 * statistics.median(times), 2),
+                "codes_found": found,
+            }
+    finally:
+        reader.close()
+    return figures
+
+
+def review_result(seconds: int = 600) -> VideoResult:
+    """What the stages before ``review`` give for a talking video of ``seconds`` sampled once
+    a second: three lines on screen that change every 4 s (now and then a phone number, a
+    WeChat id or a listed term among them), a sentence every 3.5 s (one in ten a phone number
+    said, as Whisper writes it) and a QR code every 30 s."""
+    pool = [line for scenes in demo_scenes().values() for s in scenes for line in s.lines]
+    frames = []
+    for second in range(seconds):
+        shot = second // 4
+        texts = [pool[(3 * shot + k) % len(pool)] for k in range(3)]
+        if shot % 5 == 1:
+            texts[1] = f"咨询热线 138 {shot:04d} 5678"
+        elif shot % 5 == 3:
+            texts[2] = f"微信: shop_{shot:04d}" if shot % 2 else "网上赌博 注册就送"
+        lines = [
+            OcrLine(text, 0.95, ((100.0, y), (900.0, y), (900.0, y + 50), (100.0, y + 50)))
+            for text, y in zip(texts, (200.0, 300.0, 400.0), strict=True)
+        ]
+        codes = [{"text": QR_LINK, "format": "QRCode", "box": QR_BOX}] if second % 30 == 0 else []
+        frames.append(Frame(second, float(second), None, ocr_lines=lines, extras={QR: codes}))
+    said = [
+        (start, "Call 138-1234-5678 today." if i % 10 == 9 else text)
+        for i, (start, text) in enumerate(talk(float(seconds)))
+    ]
+    segments = tuple(SpeechSegment(at, at + 3.0, text, -0.2, 0.01) for at, text in said)
+    probe = ProbeInfo("mp4", "h264", 1280, 720, 25.0, float(seconds), 1, 1, 10**8)
+    return VideoResult(
+        VideoRef("review-cost", "file:///review-cost.mp4"),
+        "v1",
+        probe,
+        frames,
+        datetime.now(UTC),
+        speech=Speech("done", segments, language="en", audio_s=float(seconds)),
+    )
+
+
+def review_cost(workdir: Path, seconds: int = 600, runs: int = 5) -> dict[str, object]:
+    """The ``review`` stage on ``review_result(seconds)``, with two term lists: the median
+    CPU ms of ``runs`` analyses of the whole video, and what it read and found."""
+    terms = workdir / "review-terms"
+    terms.mkdir(parents=True, exist_ok=True)
+    (terms / "gambling.txt").write_text("赌博\n博彩\ncasino\n", encoding="utf-8")
+    (terms / "drugs.txt").write_text("冰毒\n大麻\ncocaine\n", encoding="utf-8")
+    stage = ReviewStage(ReviewSettings(terms_dir=str(terms)))
+    result = review_result(seconds)
+    times: list[float] = []
+    for _ in range(runs):
+        started = time.process_time()
+        (output,) = stage.process_batch([result])
+        times.append(time.process_time() - started)
+    categories = output.data["categories"]
+    speech = result.speech
+    return {
+        "video_s": seconds,
+        "samples": len(result.frames),
+        "ocr_lines": sum(len(f.ocr_lines) for f in result.frames),
+        "text_spans": len(text_spans(result.frames)),
+        "speech_segments": len(speech.segments) if speech is not None else 0,
+        "findings": {name: c["findings"] for name, c in categories.items()},
+        "cpu_ms_per_video": round(1000 * statistics.median(times), 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--videos", type=int, default=2)
@@ -221,7 +340,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="reelsense-bench-") as tmp:
         report = measure(args.videos, args.seconds, Path(tmp), args.speech_seconds)
     emit(report, args.json)
-    print(speech_line(report), file=sys.stderr)
+    print(f"{speech_line(report)}; {review_line(report)}", file=sys.stderr)
 
 
 def speech_line(report: dict[str, object]) -> str:
@@ -231,6 +350,19 @@ def speech_line(report: dict[str, object]) -> str:
     return (
         f"speech CPU-s per audio-s: {DEFAULT_MODEL} {costs[DEFAULT_MODEL]}, "
         f"{OTHER_MODEL} {costs[OTHER_MODEL]} ({DEFAULT_MODEL} / {OTHER_MODEL}: {costs['ratio']})"
+    )
+
+
+def review_line(report: dict[str, object]) -> str:
+    """The qr stage's and the review stage's cost as one line of text."""
+    qr, review = report["qr"], report["review"]
+    assert isinstance(qr, dict)
+    assert isinstance(review, dict)
+    return (
+        f"qr CPU-ms per 720p frame: {qr['without_code']['cpu_ms_per_frame']} without a code, "
+        f"{qr['with_code']['cpu_ms_per_frame']} with one; review CPU-ms per video: "
+        f"{review['cpu_ms_per_video']} ({review['text_spans']} text spans, "
+        f"{review['speech_segments']} speech segments)"
     )
 
 

@@ -32,6 +32,7 @@ from api.app import api_server, create_app
 from api.search import SegmentSearch
 from checkpoint.base import OutboxEvent
 from checkpoint.redis_store import RedisCheckpointStore
+from core.config import ReviewSettings
 from core.description import ShotDescription
 from core.outputs import OutputSegment, VideoOutput
 from core.records import ShotBoundary, VideoRef, VideoResult
@@ -40,6 +41,7 @@ from devkit.services import free_port
 from models.embedding import E5Embedder
 from sinks.object_store import ResultDocumentSink
 from sinks.search import LanceSearchIndex
+from stages.review import ReviewStage
 from stages.sampling import thumbnail
 from storage.local import LocalObjectStore
 from tests.sinks import make_result
@@ -135,6 +137,9 @@ def _result_of_done_1(objects: LocalObjectStore) -> VideoResult:
             scene_type="outdoor",
             safety=["weapons"],
         ).model_dump(),
+        extras={
+            "qr": [{"text": HOSTILE, "format": "QRCode", "box": [[0, 0], [9, 0], [9, 9], [0, 9]]}]
+        },
     )
     speech = Speech(
         status="failed",
@@ -162,6 +167,9 @@ def _result_of_done_1(objects: LocalObjectStore) -> VideoResult:
         "summary": VideoOutput(summary),
     }
     done = dataclasses.replace(result, frames=frames, speech=speech, outputs=outputs)
+    # Reviewed by the real stage: a QR code holding hostile text, and the VLM's safety label.
+    review = ReviewStage(ReviewSettings()).analyse(done)
+    done = dataclasses.replace(done, outputs={**outputs, "review": review})
     ResultDocumentSink(objects).write([done])
     return done
 
@@ -479,6 +487,21 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
     assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#chapters img")
     assert browser.find_element(By.ID, "summary-text").text == "A station platform."
     assert browser.find_element(By.ID, "summary-meta").text == "travel · train · sign"
+    assert browser.find_element(By.ID, "review-decision").text == "review"
+    categories = browser.find_element(By.ID, "review-categories").text
+    assert "qr 0.90 (review)" in categories
+    assert "visual 0.80 (review)" in categories
+    evidence = [" ".join(text.split("\n")) for text in _texts(browser, "#review-evidence li")]
+    assert evidence == [
+        f"0:01.5–0:02.0 qr · qr {HOSTILE} in a QR code, 90%",  # shown literally, not run
+        "0:01.5–0:02.0 visual · weapons weapons described, 80%",
+    ]
+
+    def evidence_frames() -> list[int]:
+        images = browser.find_elements(By.CSS_SELECTOR, "#review-evidence img")
+        return [int(img.get_property("naturalWidth")) for img in images]
+
+    assert await _until(lambda: evidence_frames() == [160, 160], "the evidence's shot frames")
 
     # A done video without a stored result: the page says why and keeps working.
     await asyncio.to_thread(open_result, "done-2")

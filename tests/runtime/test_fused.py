@@ -34,8 +34,9 @@ pytestmark = pytest.mark.slow
 def fused_config(
     root: Path, redis_url: str, *, vlm: Path | None = None, decode_batch: int = 4
 ) -> ServiceConfig:
-    """OCR and embeddings fused into the decoder; a tiny VLM in a pool of its own if given. The
-    labels are off: their pool would be one more on these cores, and they take OCR's path."""
+    """OCR, QR reading and embeddings fused into the decoder; a tiny VLM in a pool of its own if
+    given. The labels are off: their pool would be one more on these cores, and they take OCR's
+    path."""
     stages: dict[str, Any] = {"labels": {"enabled": False}}
     if vlm:  # a caption of every sample: what the plumbing carries is checked frame by frame
         stages |= {
@@ -62,6 +63,7 @@ def fused_config(
         ray={
             "decode": {"num_cpus": 0.5, "max_batch_size": decode_batch},
             "ocr": {"fuse": True},
+            "qr": {"fuse": True},
             "embed": {"fuse": True},
             **({"vlm": {"num_cpus": 0.3}} if vlm else {}),
         },
@@ -118,18 +120,18 @@ async def test_fused_stages_run_where_the_chunks_are_decoded(
         # No pool of their own: the pools application runs the decoder and the writer only.
         deployments = serve.status().applications[POOLS_APP].deployments
         assert set(deployments) == {INGEST, "sink-writer"}
-        assert executor.inline == {"ocr", "embed"}
+        assert executor.inline == {"ocr", "qr", "embed"}
 
         # Each chunk arrives analysed and embedded, with no pixels left to fetch.
-        stream = executor.ingest(ref, inline=("ocr", "embed"))
+        stream = executor.ingest(ref, inline=("ocr", "qr", "embed"))
         assert isinstance(await anext(stream), LocalVideo)
         tickets = [item async for item in stream]
         assert all(isinstance(t, FusedChunk) for t in tickets)  # no pixels to read
         assert [t.index for t in tickets] == [0, 1]
         fused = [t.fused for t in tickets if isinstance(t, FusedChunk)]
         for outputs in fused:
-            assert outputs.stages == {"ocr", "embed"}
-            assert set(outputs.seconds) == {"ocr", "embed"}
+            assert outputs.stages == {"ocr", "qr", "embed"}
+            assert set(outputs.seconds) == {"ocr", "qr", "embed"}
             assert all(f.image is None for f in outputs.chunk.frames)
         texts = [f.ocr_text for outputs in fused for f in outputs.chunk.frames]
         assert any("ALPHA" in text for text in texts), texts
@@ -185,7 +187,7 @@ async def test_a_fused_stream_runs_ahead_and_stops_when_its_caller_leaves(
     executor = await deployed(config)
     try:
         before = sum((await ingest_calls("decode")).values())
-        stream = executor.ingest(ref, inline=("ocr", "embed"))
+        stream = executor.ingest(ref, inline=("ocr", "qr", "embed"))
         assert isinstance(await anext(stream), LocalVideo)
         assert isinstance(await anext(stream), FusedChunk)
         deadline = asyncio.get_running_loop().time() + 60

@@ -173,8 +173,8 @@ async def test_local_executor_runs_a_videos_decoding_and_stages_on_its_own_threa
         await executor.close()
         await results.close()
     await all_done(store, refs)
-    # 4 chunks each: decoded, read (OCR), labelled and embedded
-    assert {video: len(threads) for video, threads in calls.items()} == {"left": 16, "right": 16}
+    # 4 chunks each: decoded, read (OCR), labelled, searched for QR codes and embedded
+    assert {video: len(threads) for video, threads in calls.items()} == {"left": 20, "right": 20}
     left, right = set(calls["left"]), set(calls["right"])
     assert len(left) == len(right) == 1
     assert left != right

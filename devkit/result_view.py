@@ -120,6 +120,10 @@ def frames_table(frames: list[dict[str, Any]]) -> Table:
     return table
 
 
+# How much of a video stage's data the outputs table shows where the stage gave no segment.
+_DATA_CHARS = 120
+
+
 def outputs_table(body: dict[str, Any]) -> Table | None:
     """What the video stages found (a result's ``outputs``): each segment, when, of which
     kind, by which stage; a stage that gave no segment shows its data. None without any."""
@@ -133,7 +137,10 @@ def outputs_table(body: dict[str, Any]) -> Table | None:
     table.add_column("found")
     for stage, output in outputs.items():
         if not output["segments"]:
-            table.add_row(stage, "", "", json.dumps(output["data"], ensure_ascii=False))
+            data = json.dumps(output["data"], ensure_ascii=False)
+            # Its start: a large section (the review's categories) is in the result.
+            shown = data if len(data) <= _DATA_CHARS else f"{data[: _DATA_CHARS - 1]}…"
+            table.add_row(stage, "", "", Text(shown))
         for segment in output["segments"]:
             when = f"{clock(segment['start_s'])}–{clock(segment['end_s'])}"
             table.add_row(stage, segment["kind"], when, segment["text"])

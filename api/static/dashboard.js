@@ -1,7 +1,8 @@
 // The reelsense dashboard: videos in flight (with a bar per stage), recently done videos and
 // their results (shots with thumbnails, the transcript and the text on screen over time),
-// recent failures and throughput per stage, from the progress and results APIs. No libraries,
-// nothing loaded from elsewhere.
+// the review queue with a reviewer's verdict given in a queued video's result, recent failures
+// and throughput per stage, from the progress, results and review APIs. No libraries, nothing
+// loaded from elsewhere.
 //
 // Everything shown comes from untrusted uploads (ids, URIs, error messages): the page builds
 // its DOM with textContent only, never innerHTML.
@@ -12,6 +13,9 @@
   const DONE_SHOWN = 10;
   const THROUGHPUT_VIDEOS = 50;
   const REFRESH_MS = 15000;
+  const QUEUE_PAGE = 100;
+  const QUEUE_CAP = 500; // per decision: the oldest are the ones to look at first
+  const REVIEWER_KEY = "reelsense-reviewer";
 
   const inflight = new Map(); // video_id -> {video_id, tenant, stages, started_at}
   let stageOrder = []; // the pipeline's stages in order, from /v1/stages
@@ -64,6 +68,24 @@
     if (response.status === 401) throw new Unauthorized("a valid API token is needed");
     if (!response.ok) throw new Error(`${path} answered ${response.status}`);
     return response.json();
+  }
+
+  // What failed and why, in the API's own words ({"error": {"code", "message"}}) where it
+  // gave them.
+  async function failure(response, what) {
+    let why = "";
+    try {
+      const { error } = await response.json();
+      if (error && error.message) why = `: ${error.code}: ${error.message}`;
+    } catch {
+      // not JSON: the status says enough
+    }
+    return `${what} answered ${response.status}${why}`;
+  }
+
+  function report(error) {
+    if (error instanceof Unauthorized) askForToken();
+    else showError(String(error.message || error));
   }
 
   function ago(iso) {
@@ -180,7 +202,8 @@
 
   // -- done videos and their results ----------------------------------------------------------
 
-  let shownResult = null; // the video whose result is open
+  let shownResult = null; // the video whose result is asked for (open once it has loaded)
+  let openResult = null; // {videoId, version, verdicts}: the result on view and its verdicts
   let thumbnailUrls = []; // object URLs of the open result's thumbnails, revoked on change
 
   function clock(seconds) {
@@ -239,7 +262,7 @@
   async function showResult(videoId) {
     shownResult = videoId;
     const path = `/v1/videos/${encodeURIComponent(videoId)}/result`;
-    const body = await getJSON(path);
+    const [body, verdicts] = await Promise.all([getJSON(path), verdictsOf(videoId)]);
     if (shownResult !== videoId) return;
     for (const url of thumbnailUrls) URL.revokeObjectURL(url);
     thumbnailUrls = [];
@@ -253,6 +276,8 @@
     renderChapters(body.outputs?.chapters?.data?.chapters ?? []);
     await renderReview(body.outputs?.review?.data, body.shots);
     if (shownResult !== videoId) return;
+    openResult = { videoId, version: body.pipeline_version, verdicts };
+    renderVerdict();
     const labelled = shotLabels(body);
     const shots = await Promise.all(
       body.shots.map(async (shot) =>
@@ -412,6 +437,153 @@
     document.getElementById("speech").hidden = segments.length === 0;
   }
 
+  // -- the review queue and verdicts --------------------------------------------------------
+
+  const queued = new Set(); // ids of the videos in the queue, as last read
+  let queueReads = 0; // a read that a later one overtook is dropped
+
+  // One decision's queue, oldest first, page after page up to QUEUE_CAP videos.
+  async function queueOf(decision) {
+    const items = [];
+    let cursor = null;
+    do {
+      const params = new URLSearchParams({ decision, limit: String(QUEUE_PAGE) });
+      if (cursor) params.append("cursor", cursor);
+      const page = await getJSON(`/v1/review?${params}`);
+      items.push(...page.items);
+      cursor = page.next_cursor;
+    } while (cursor && items.length < QUEUE_CAP);
+    return { items: items.slice(0, QUEUE_CAP), more: Boolean(cursor) };
+  }
+
+  async function loadReviewQueue() {
+    const read = ++queueReads;
+    const [review, block] = await Promise.all([queueOf("review"), queueOf("block")]);
+    if (read !== queueReads) return;
+    // Both queues as one list, oldest done first (the sort is stable for equal times).
+    const items = [...review.items, ...block.items].sort(
+      (a, b) => Date.parse(a.done_at) - Date.parse(b.done_at),
+    );
+    const wasQueued = Boolean(openResult && queued.has(openResult.videoId));
+    queued.clear();
+    for (const item of items) queued.add(item.video_id);
+    renderQueue(items);
+    const note = document.getElementById("queue-note");
+    const capped = review.more || block.more ? ` · only the oldest ${QUEUE_CAP} of each shown` : "";
+    note.textContent = `${review.items.length} to review · ${block.items.length} blocked${capped}`;
+    note.hidden = items.length === 0;
+    if (wasQueued && !queued.has(openResult.videoId)) {
+      // The open video left the queue (a verdict given elsewhere): show the verdict it got.
+      await refreshVerdicts(openResult.videoId);
+    }
+    renderVerdict();
+  }
+
+  // A category's flagged score, "0.62", or "?" where the review stage gave none.
+  function score(value) {
+    return typeof value === "number" ? value.toFixed(2) : "?";
+  }
+
+  function renderQueue(items) {
+    document.getElementById("queue").replaceChildren(
+      ...items.map((item) => {
+        const open = el("button", { type: "button", class: "link video-id", text: item.video_id });
+        open.addEventListener("click", () => showResult(item.video_id).catch(report));
+        const all = Object.entries(item.categories || {});
+        const flagged = all.filter(([, found]) => found.decision === "review" || found.decision === "block");
+        const categories = el("span", { class: "queue-categories meta" });
+        (flagged.length ? flagged : all)
+          .sort(([, a], [, b]) => (b.score ?? 0) - (a.score ?? 0))
+          .forEach(([name, found], at) => {
+            if (at) categories.append(" · ");
+            categories.append(el("span", { class: "queue-category", "data-decision": found.decision || "", text: `${name} ${score(found.score)}` }));
+          });
+        return el(
+          "li",
+          { "data-video-id": item.video_id, "data-decision": item.decision },
+          open,
+          " ",
+          el("span", { class: "queue-decision", "data-decision": item.decision, text: item.decision }),
+          " ",
+          el("span", { class: "meta queue-done", title: item.done_at, text: `done ${ago(item.done_at)}` }),
+          categories,
+        );
+      }),
+    );
+    document.getElementById("queue-count").textContent = String(items.length);
+    document.getElementById("queue-empty").hidden = items.length > 0;
+  }
+
+  // The verdicts a video has had, oldest first (none for a video the API does not know).
+  async function verdictsOf(videoId) {
+    const path = `/v1/review/${encodeURIComponent(videoId)}/history`;
+    const response = await fetch(path, { headers: authHeaders() });
+    if (response.status === 401) throw new Unauthorized("a valid API token is needed");
+    if (response.status === 404) return [];
+    if (!response.ok) throw new Error(await failure(response, path));
+    return (await response.json()).verdicts;
+  }
+
+  async function refreshVerdicts(videoId) {
+    const verdicts = await verdictsOf(videoId);
+    if (openResult && openResult.videoId === videoId) openResult.verdicts = verdicts;
+  }
+
+  // The open result's last verdict, and the verdict buttons while the video is in the queue.
+  function renderVerdict() {
+    const inQueue = Boolean(openResult && queued.has(openResult.videoId));
+    const last = openResult ? openResult.verdicts[openResult.verdicts.length - 1] : undefined;
+    const given = document.getElementById("verdict-given");
+    given.hidden = !last;
+    if (last) {
+      const note = last.note ? `: ${last.note}` : "";
+      const version = last.pipeline_version !== openResult.version ? ` · for pipeline version ${last.pipeline_version}` : "";
+      given.dataset.verdict = last.verdict;
+      given.textContent = `${last.verdict} by ${last.reviewer}${note} · ${ago(last.at)}${version}`;
+    }
+    document.getElementById("verdict-form").hidden = !inQueue;
+    document.getElementById("verdict-part").hidden = !inQueue && !last;
+  }
+
+  async function giveVerdict(verdict) {
+    if (!openResult) return;
+    const { videoId } = openResult;
+    const reviewerBox = document.getElementById("verdict-reviewer");
+    const noteBox = document.getElementById("verdict-note");
+    const reviewer = reviewerBox.value.trim();
+    if (!reviewer) {
+      showError("Enter the reviewer's name to give a verdict.");
+      reviewerBox.focus();
+      return;
+    }
+    localStorage.setItem(REVIEWER_KEY, reviewer);
+    const note = noteBox.value.trim();
+    const buttons = document.querySelectorAll("#verdict-form button");
+    for (const button of buttons) button.disabled = true;
+    try {
+      const path = `/v1/review/${encodeURIComponent(videoId)}`;
+      const response = await fetch(path, {
+        method: "POST",
+        headers: { ...authHeaders(), "Content-Type": "application/json" },
+        body: JSON.stringify({ verdict, reviewer, ...(note ? { note } : {}) }),
+      });
+      if (response.status === 401) throw new Unauthorized("a valid API token is needed");
+      if (!response.ok) throw new Error(await failure(response, `${verdict} ${videoId}`));
+      const given = await response.json();
+      noteBox.value = "";
+      showError("");
+      queued.delete(videoId);
+      if (openResult && openResult.videoId === videoId) openResult.verdicts.push(given);
+      renderVerdict();
+    } catch (error) {
+      report(error);
+    } finally {
+      for (const button of buttons) button.disabled = false;
+    }
+    // Whatever the answer, the queue as it now is (a 409: someone else's verdict took it out).
+    await Promise.all([loadReviewQueue(), refreshVerdicts(videoId).then(renderVerdict)]).catch(report);
+  }
+
   // -- throughput -----------------------------------------------------------------------------
 
   function throughput(videos) {
@@ -522,7 +694,7 @@
   async function refreshAll() {
     try {
       await loadStages(); // once: the lists below are laid out in pipeline order
-      await Promise.all([loadInflight(), loadFailures(), loadThroughput()]);
+      await Promise.all([loadInflight(), loadFailures(), loadThroughput(), loadReviewQueue()]);
       showError("");
     } catch (error) {
       if (error instanceof Unauthorized) askForToken();
@@ -559,6 +731,14 @@
       else showError(String(error.message || error));
     });
   });
+
+  const reviewerBox = document.getElementById("verdict-reviewer");
+  reviewerBox.value = localStorage.getItem(REVIEWER_KEY) || "";
+  reviewerBox.addEventListener("change", () => localStorage.setItem(REVIEWER_KEY, reviewerBox.value.trim()));
+  document.getElementById("verdict-form").addEventListener("submit", (event) => event.preventDefault());
+  for (const button of document.querySelectorAll("#verdict-form button")) {
+    button.addEventListener("click", () => giveVerdict(button.dataset.verdict));
+  }
 
   document.getElementById("token-form").addEventListener("submit", (event) => {
     event.preventDefault();

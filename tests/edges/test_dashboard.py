@@ -3,8 +3,8 @@
 Records are made through the store's own transitions (claim, advance, mark_done,
 mark_failed). The page must show the running videos with a bar per stage, follow live
 progress from the event stream, list failures with their reasons (as text, never as markup)
-and throughput per stage, open a done video's shots, transcript and text, and see only the
-token's tenant.
+and throughput per stage, open a done video's shots, transcript and text, list the review
+queue and take a reviewer's verdict, and see only the token's tenant.
 With ``REELSENSE_SCREENSHOT=1`` it saves ``docs/dashboard.png``.
 
 Chromium runs with every background-network feature off and an empty profile; the page
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 import numpy as np
@@ -30,7 +31,7 @@ import pytest
 
 from api.app import api_server, create_app
 from api.search import SegmentSearch
-from checkpoint.base import OutboxEvent
+from checkpoint.base import OutboxEvent, ReviewOutcome
 from checkpoint.redis_store import RedisCheckpointStore
 from core.config import ReviewSettings
 from core.description import ShotDescription
@@ -39,6 +40,7 @@ from core.records import ShotBoundary, VideoRef, VideoResult
 from core.speech import Speech, SpeechSegment
 from devkit.services import free_port
 from models.embedding import E5Embedder
+from runtime.messages import review_summary
 from sinks.object_store import ResultDocumentSink
 from sinks.search import LanceSearchIndex
 from stages.review import ReviewStage
@@ -65,6 +67,7 @@ class Page:
     base: str
     store: RedisCheckpointStore
     epochs: dict[str, int]
+    objects: LocalObjectStore
 
 
 def _outbox(kind: str, ref: VideoRef) -> OutboxEvent:
@@ -101,6 +104,17 @@ async def _done(
     )
 
 
+async def _flagged(
+    store: RedisCheckpointStore, video_id: str, tenant: str, review: ReviewOutcome
+) -> None:
+    """Done with the review stage's decision, as the runtime marks it: into the queue."""
+    epoch = await _running(store, video_id, tenant, {"fetch": (1, 1)})
+    ref = VideoRef(video_id, "", tenant)
+    await store.mark_done(
+        video_id, epoch, frames=5, timings={}, outbox=_outbox("video.done", ref), review=review
+    )
+
+
 async def _failed(
     store: RedisCheckpointStore, video_id: str, tenant: str, code: str, message: str
 ) -> None:
@@ -117,11 +131,11 @@ async def _failed(
     )
 
 
-def _result_of_done_1(objects: LocalObjectStore) -> VideoResult:
-    """done-1's result document and thumbnails: two shots, a sign, then hostile text; speech
-    said over them until the audio track broke off."""
+def _result_of_done_1(objects: LocalObjectStore, video_id: str = "done-1") -> VideoResult:
+    """done-1's result document and thumbnails (or the same for ``video_id``): two shots, a
+    sign, then hostile text; speech said over them until the audio track broke off."""
     texts = ["PLATFORM 9", "PLATFORM 9", "PLATFORM 9", HOSTILE, HOSTILE]
-    result = make_result("done-1", frames=5, texts=texts, tenant="acme", version=PIPELINE)
+    result = make_result(video_id, frames=5, texts=texts, tenant="acme", version=PIPELINE)
     frames = list(result.frames)
     for index, shade in ((0, 60), (3, 190)):
         image = np.full((90, 160, 3), shade, dtype=np.uint8)
@@ -228,7 +242,7 @@ async def page(redis_url: str, unique: str, tmp_path: Path) -> AsyncIterator[Pag
             serving.result()
         await asyncio.sleep(0.02)
     try:
-        yield Page(f"http://127.0.0.1:{port}", store, epochs)
+        yield Page(f"http://127.0.0.1:{port}", store, epochs, objects)
     finally:
         server.should_exit = True
         await serving
@@ -570,3 +584,120 @@ async def test_the_search_box_finds_places_and_opens_their_video(page: Page, bro
     await _until(open_first, "a hit clicked")  # retried while the list is redrawn
     shots = await _until(lambda: _texts(browser, "#shots li"), "the result opened")
     assert len(shots) == 2
+
+
+def _queue(driver: Any) -> list[tuple[str, str, str]]:
+    """The review queue panel, top to bottom: (video id, decision, flagged categories)."""
+    from selenium.webdriver.common.by import By
+
+    return [
+        (
+            item.find_element(By.CSS_SELECTOR, ".video-id").text,
+            item.find_element(By.CSS_SELECTOR, ".queue-decision").text,
+            item.find_element(By.CSS_SELECTOR, ".queue-categories").text,
+        )
+        for item in driver.find_elements(By.CSS_SELECTOR, "#queue li")
+    ]
+
+
+async def test_the_review_queue_takes_a_verdict_in_the_result_view(
+    page: Page, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    # Oldest first: a blocked video with a hostile id and category, one to review (the
+    # result's own review), and another tenant's that must not show.
+    blocked = {
+        HOSTILE: {"score": 0.9985, "decision": "block", "findings": 1},
+        "contact": {"score": 0.0, "decision": "pass", "findings": 0},
+    }
+    await _flagged(page.store, HOSTILE, "acme", ReviewOutcome("block", blocked))
+    _result_of_done_1(page.objects, HOSTILE)
+    summary = review_summary(_result_of_done_1(page.objects, "flagged-1"))
+    assert summary is not None
+    await _flagged(page.store, "flagged-1", "acme", ReviewOutcome(**summary))
+    await _flagged(page.store, "globex-flagged", "globex", ReviewOutcome(**summary))
+
+    await asyncio.to_thread(browser.get, f"{page.base}/dashboard#token={TOKEN}")
+    await _until(lambda: browser.find_element(By.ID, "stream-state").text == "live", "stream live")
+    await _until(lambda: len(_queue(browser)) == 2, "the queue")
+    assert _queue(browser) == [
+        (HOSTILE, "block", f"{HOSTILE} 1.00"),  # shown literally, not run
+        ("flagged-1", "review", "qr 0.90 · visual 0.80"),
+    ]
+    done = _texts(browser, "#queue .queue-done")
+    assert all(text.startswith("done ") and text.endswith(" ago") for text in done)
+    assert browser.find_element(By.ID, "queue-note").text == "1 to review · 1 blocked"
+    assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#queue img")
+    assert await asyncio.to_thread(lambda: browser.title) == "reelsense · dashboard"
+
+    # A video done while the page is open joins the queue, at its end.
+    await _flagged(page.store, "flagged-2", "acme", ReviewOutcome(**summary))
+    await _until(
+        lambda: [video for video, _, _ in _queue(browser)] == [HOSTILE, "flagged-1", "flagged-2"],
+        "the video done since joined",
+    )
+
+    def open_queued(at: int) -> bool:
+        browser.find_elements(By.CSS_SELECTOR, "#queue li .video-id")[at].click()
+        return True
+
+    def verdict_form_shown() -> bool:
+        return bool(browser.find_element(By.ID, "verdict-form").is_displayed())
+
+    # Its result with the evidence, and the verdict buttons: approved with a name and a note.
+    await _until(lambda: open_queued(1), "flagged-1 opened")  # retried while redrawn
+    await _until(lambda: browser.find_element(By.ID, "result-video").text == "flagged-1", "result")
+    await _until(verdict_form_shown, "the verdict buttons")
+    assert len(_texts(browser, "#review-evidence li")) == 2
+
+    def approve(reviewer: str, note: str) -> None:
+        for box, text in (("verdict-reviewer", reviewer), ("verdict-note", note)):
+            browser.find_element(By.ID, box).clear()
+            browser.find_element(By.ID, box).send_keys(text)
+        browser.find_element(By.CSS_SELECTOR, '#verdict-form [data-verdict="approve"]').click()
+
+    await asyncio.to_thread(approve, "ann", "a train timetable")
+    await _until(
+        lambda: browser.find_element(By.ID, "verdict-given").text.startswith(
+            "approve by ann: a train timetable · "
+        ),
+        "the recorded verdict",
+    )
+    await _until(
+        lambda: [video for video, _, _ in _queue(browser)] == [HOSTILE, "flagged-2"],
+        "flagged-1 left the queue",
+    )
+    assert not await asyncio.to_thread(verdict_form_shown)
+    async with httpx.AsyncClient(base_url=page.base) as client:
+        auth = {"authorization": f"Bearer {TOKEN}"}
+        history = await client.get("/v1/review/flagged-1/history", headers=auth)
+        assert [(v["verdict"], v["reviewer"]) for v in history.json()["verdicts"]] == [
+            ("approve", "ann")
+        ]
+
+        # After a reload the reviewer's name is remembered. A verdict someone else gave
+        # meanwhile is a 409 in the error line; the video leaves the queue with that verdict.
+        await asyncio.to_thread(browser.get, f"{page.base}/dashboard#token={TOKEN}")
+        await _until(lambda: len(_queue(browser)) == 2, "the queue after a reload")
+        await _until(lambda: open_queued(0), "the hostile one opened")
+        await _until(lambda: browser.find_element(By.ID, "result-video").text == HOSTILE, "it")
+        await _until(verdict_form_shown, "its verdict buttons")
+        reviewer = browser.find_element(By.ID, "verdict-reviewer").get_attribute("value")
+        assert reviewer == "ann"
+        answer = await client.post(
+            f"/v1/review/{quote(HOSTILE, safe='')}",
+            json={"verdict": "remove", "reviewer": "bob"},
+            headers=auth,
+        )
+        assert answer.status_code == 200, answer.text
+    remove = '#verdict-form [data-verdict="remove"]'
+    await asyncio.to_thread(lambda: browser.find_element(By.CSS_SELECTOR, remove).click())
+    error = await _until(lambda: browser.find_element(By.ID, "error").text, "the error line")
+    assert "409: verdict_given" in error
+    await _until(
+        lambda: browser.find_element(By.ID, "verdict-given").text.startswith("remove by bob · "),
+        "bob's verdict",
+    )
+    assert [video for video, _, _ in _queue(browser)] == ["flagged-2"]
+    assert await asyncio.to_thread(lambda: browser.title) == "reelsense · dashboard"

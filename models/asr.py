@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from importlib import metadata
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import numpy.typing as npt
 from core.config import AsrSettings
 from core.errors import PermanentError
 from core.speech import SpeechSegment, SpokenWord, Transcript, main_language
-from models.base import ModelEngine, cache_dir
+from models.base import ModelEngine, cache_dir, package_version
 from models.errors import InferenceFailed, ModelLoadError
 from models.fingerprint import content_id
 from models.whisper_files import BundledWhisper, bundled_model, bundled_model_name, check_model_dir
@@ -55,13 +54,6 @@ class InvalidAudio(PermanentError):
     """Samples the model cannot take: not a 1-D float32 array, or not finite."""
 
     code = "invalid_audio"
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "missing"
 
 
 class AsrEngine(ModelEngine):
@@ -123,7 +115,7 @@ class AsrEngine(ModelEngine):
                 name = f"{self.model_path.name}-{content_id(self.model_path)}"
             self._model_id = (
                 # CTranslate2's kernels make the numbers, so an upgrade may change the text.
-                f"faster-whisper-{_version('faster-whisper')}+ct2-{_version('ctranslate2')}"
+                f"faster-whisper-{package_version('faster-whisper')}+ct2-{package_version('ctranslate2')}"
                 f":{name}:{_COMPUTE_TYPE}"
             )
         return self._model_id

@@ -13,6 +13,7 @@ import asyncio
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,15 @@ import numpy as np
 
 from core.records import Image, OcrLine, Vector
 from models.errors import InvalidImage
+
+
+def package_version(package: str) -> str:
+    """The installed version of ``package`` ("missing" where it is not installed), for the
+    model ids: a library's upgrade may change what its model gives."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "missing"
 
 
 def cache_dir() -> Path:

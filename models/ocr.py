@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-from importlib import metadata
 from typing import Any
 
 import numpy as np
 from rapidocr import EngineType, LangDet, LangRec, ModelType, OCRVersion
 
 from core.records import Image, OcrLine
-from models.base import OcrModel, require_rgb
+from models.base import OcrModel, package_version, require_rgb
 from models.errors import InferenceFailed, ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -21,13 +20,6 @@ log = logging.getLogger(__name__)
 _OCR_VERSION = "PP-OCRv6"
 _MODEL_TYPE = "small"
 _LANG = "ch"
-
-
-def _rapidocr_version() -> str:
-    try:
-        return metadata.version("rapidocr")
-    except metadata.PackageNotFoundError:
-        return "missing"
 
 
 class OcrEngine(OcrModel):
@@ -49,7 +41,7 @@ class OcrEngine(OcrModel):
 
     @property
     def model_id(self) -> str:
-        return f"rapidocr-{_rapidocr_version()}:{_OCR_VERSION}-{_MODEL_TYPE}-{_LANG}"
+        return f"rapidocr-{package_version('rapidocr')}:{_OCR_VERSION}-{_MODEL_TYPE}-{_LANG}"
 
     def _params(self) -> dict[str, Any]:
         version, model_type = OCRVersion(_OCR_VERSION), ModelType(_MODEL_TYPE)

@@ -27,13 +27,12 @@ its quiet zone of 4 modules on each side):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import numpy as np
 
 from core.records import Image
-from models.base import ModelEngine, require_rgb
+from models.base import ModelEngine, package_version, require_rgb
 from models.errors import InferenceFailed, ModelUnavailable
 
 #: The formats looked for, by zxing-cpp's names (``BarcodeFormat``).
@@ -53,13 +52,6 @@ class FoundCode:
     box: tuple[Point, Point, Point, Point]
 
 
-def _zxing_version() -> str:
-    try:
-        return metadata.version("zxing-cpp")
-    except metadata.PackageNotFoundError:
-        return "missing"
-
-
 class QrReader(ModelEngine):
     """Finds and decodes the QR codes in RGB frames, on the calling thread."""
 
@@ -69,7 +61,7 @@ class QrReader(ModelEngine):
 
     @property
     def model_id(self) -> str:
-        return f"zxing-cpp-{_zxing_version()}:{','.join(QR_FORMATS)}"
+        return f"zxing-cpp-{package_version('zxing-cpp')}:{','.join(QR_FORMATS)}"
 
     def load(self) -> None:
         try:

@@ -20,10 +20,11 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from functools import cache, partial
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import IO, Literal
 
+from models.base import package_version
 from models.errors import ModelLoadError
 
 BundledWhisper = Literal["base", "tiny.en"]
@@ -41,8 +42,8 @@ def bundled_model_name(model: BundledWhisper) -> str:
     """The bundled model's name in the ASR model id: the package, its version and, for base,
     the digest of its weights (so that the id is known without reading 145 MB)."""
     if model == "base":
-        return f"whisper-base-{_version(_BASE_PACKAGES[0])}-{_BASE_SHA256[:12]}"
-    return f"{_TINY_EN_PACKAGE}-{_version(_TINY_EN_PACKAGE)}"
+        return f"whisper-base-{package_version(_BASE_PACKAGES[0])}-{_BASE_SHA256[:12]}"
+    return f"{_TINY_EN_PACKAGE}-{package_version(_TINY_EN_PACKAGE)}"
 
 
 def bundled_model(model: BundledWhisper, models_dir: Path) -> Path:
@@ -68,13 +69,6 @@ def check_model_dir(path: Path) -> None:
         missing.append("vocabulary.txt")
     if missing:
         raise ModelLoadError(f"ASR model folder {path} lacks {', '.join(missing)}")
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "missing"
 
 
 def _tiny_en() -> Path:

@@ -189,14 +189,15 @@ def _finding(
 
 
 def _qr_codes(frames: Sequence[Frame], duration_s: float) -> Iterable[Finding]:
-    """Each QR code shown, once per run of samples that show it: a ``qr`` finding, and the
-    contact details its text holds."""
-    shown: dict[str, tuple[Frame, Frame, Any]] = {}  # text -> first sample, last, the code
+    """Each QR code shown, once per text, from the first sample that shows it to the end of
+    the last (the box where it was first read): a ``qr`` finding, and the contact details its
+    text holds."""
+    shown: dict[str, tuple[Frame, Frame, Any]] = {}  # text -> first sample, last, its code
     for frame in frames:
         for code in frame.output(QR) or ():
             text = str(code.get("text", ""))
-            first = shown.get(text, (frame, frame, code))[0]
-            shown[text] = (first, frame, code if first is frame else shown[text][2])
+            first, _, first_code = shown.get(text, (frame, frame, code))
+            shown[text] = (first, frame, first_code)
     ends = _sample_ends(frames, duration_s)
     for text, (first, last, code) in shown.items():
         box = tuple((float(x), float(y)) for x, y in code.get("box") or ())

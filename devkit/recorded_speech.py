@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from models.base import cache_dir
+from models.fingerprint import file_sha256
 
 MANDARIN_TEXT = "欢迎大家来体验达摩院推出的语音识别模型"
 # The same sentence in traditional characters: Whisper writes Mandarin in either script.
@@ -38,7 +39,7 @@ def clip_path() -> Path:
 def mandarin_clip() -> Path | None:
     """The clip where it was fetched and is whole; None otherwise."""
     path = clip_path()
-    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != _SHA256:
+    if not path.is_file() or file_sha256(path) != _SHA256:
         return None
     return path
 

@@ -21,6 +21,7 @@ from models.errors import ModelLoadError
 
 _SAMPLE = 1 << 20  # the first and last MiB of a large file
 _WHOLE = 8 << 20  # files up to this size are read whole
+_READ = 4 << 20  # a whole file's digest reads it in blocks of this size
 
 
 def content_id(path: str | Path) -> str:
@@ -56,3 +57,19 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> bytes:
             file.seek(size - _SAMPLE, os.SEEK_SET)
             digest.update(file.read(_SAMPLE))
     return digest.digest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a whole file, as hex: read once per file state (its size and modification
+    time) in a process. For weights whose digest is known or named in an id."""
+    stat = Path(path).stat()
+    return _whole_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@cache
+def _whole_sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(_READ):
+            digest.update(block)
+    return digest.hexdigest()

@@ -15,7 +15,6 @@ that reads them (``stages.labels``) keeps only labels that hold a real share.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import os
@@ -34,6 +33,7 @@ from core.records import Image
 from models.base import ModelEngine, require_rgb
 from models.base import cache_dir as default_cache_dir
 from models.errors import InferenceFailed, ModelLoadError
+from models.fingerprint import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def weights() -> tuple[Path, str]:
         ) from exc
     if not path.is_file():
         raise ModelLoadError(f"{path}: the EfficientNet-Lite0 weights are missing")
-    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+    return path, file_sha256(path)
 
 
 def _export(weights: Path) -> bytes:

@@ -19,13 +19,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from functools import cache, partial
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import IO, Literal
 
 from models.base import package_version
 from models.errors import ModelLoadError
+from models.fingerprint import file_sha256
 
 BundledWhisper = Literal["base", "tiny.en"]
 
@@ -101,7 +102,11 @@ def _packaged(package: str, name: str) -> Path:
 def _base(models_dir: Path) -> Path:
     folder = models_dir / f"whisper-base-{_BASE_SHA256[:12]}"
     target = folder / "model.bin"
-    if target.is_file() and _sha256(str(target), *_state(target)) == _BASE_SHA256:
+    if (
+        target.is_file()
+        and target.stat().st_size == _BASE_SIZE
+        and file_sha256(target) == _BASE_SHA256
+    ):
         check_model_dir(folder)
         return folder
     parts = [
@@ -154,20 +159,3 @@ def _join(parts: list[Path], out: IO[bytes]) -> None:
             f"with sha256 {digest.hexdigest()[:16]}..., not the {_BASE_SIZE} bytes with sha256 "
             f"{_BASE_SHA256[:16]}... they should: reinstall both packages"
         )
-
-
-def _state(path: Path) -> tuple[int, int]:
-    stat = path.stat()
-    return stat.st_size, stat.st_mtime_ns
-
-
-@cache
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    """The file's digest, read once per file state in a process."""
-    if size != _BASE_SIZE:
-        return ""
-    digest = hashlib.sha256()
-    with open(path, "rb") as src:
-        while block := src.read(_READ):
-            digest.update(block)
-    return digest.hexdigest()

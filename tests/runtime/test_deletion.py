@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -50,27 +49,6 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
         stages={"sample_fps": 2.0, "chunk_frames": 2},
         runtime={"workdir": str(root / "work"), "executor": "local"},
     )
-
-
-@pytest.fixture(scope="module")
-async def executor(config: ServiceConfig) -> AsyncIterator[LocalExecutor]:
-    executor = LocalExecutor(config)
-    yield executor
-    await executor.close()
-
-
-@pytest.fixture(scope="module")
-async def results(config: ServiceConfig) -> AsyncIterator[LocalResults]:
-    results = LocalResults(config)
-    yield results
-    await results.close()
-
-
-@pytest.fixture
-async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
-    opened = RedisCheckpointStore(config.redis)
-    yield opened
-    await opened.close()
 
 
 def deleter(

@@ -74,20 +74,6 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
     )
 
 
-@pytest.fixture(scope="module")
-async def executor(config: ServiceConfig) -> AsyncIterator[LocalExecutor]:
-    executor = LocalExecutor(config)
-    yield executor
-    await executor.close()
-
-
-@pytest.fixture(scope="module")
-async def results(config: ServiceConfig) -> AsyncIterator[LocalResults]:
-    results = LocalResults(config)
-    yield results
-    await results.close()  # its writer's lease, before the module's Redis goes
-
-
 def frame_keys(config: ServiceConfig, video_id: str) -> Counter[int]:
     table = lance.dataset(f"{config.storage.lance_uri}/frames.lance").to_table(
         columns=["video_id", "timestamp_ms"], filter=f"video_id = '{video_id}'"

@@ -6,7 +6,6 @@ the same step; a clean video passes and gets no ``video.review``."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -44,27 +43,6 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
         asr={"enabled": False},
         runtime={"workdir": str(root / "work"), "executor": "local"},
     )
-
-
-@pytest.fixture(scope="module")
-async def executor(config: ServiceConfig) -> AsyncIterator[LocalExecutor]:
-    opened = LocalExecutor(config)
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture(scope="module")
-async def results(config: ServiceConfig) -> AsyncIterator[LocalResults]:
-    opened = LocalResults(config)
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture
-async def store(config: ServiceConfig) -> AsyncIterator[RedisCheckpointStore]:
-    opened = RedisCheckpointStore(config.redis)
-    yield opened
-    await opened.close()
 
 
 async def events_of(store: RedisCheckpointStore, video_id: str) -> list[OutboxEvent]:

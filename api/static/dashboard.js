@@ -83,6 +83,7 @@
     return `${what} answered ${response.status}${why}`;
   }
 
+  // A failure in the page's words: the token asked for again, or the error line.
   function report(error) {
     if (error instanceof Unauthorized) askForToken();
     else showError(String(error.message || error));
@@ -697,8 +698,7 @@
       await Promise.all([loadInflight(), loadFailures(), loadThroughput(), loadReviewQueue()]);
       showError("");
     } catch (error) {
-      if (error instanceof Unauthorized) askForToken();
-      else showError(String(error.message || error));
+      report(error);
     }
   }
 
@@ -726,10 +726,7 @@
     event.preventDefault();
     const query = document.getElementById("search-query").value.trim();
     if (!query) return;
-    search(query, document.getElementById("search-kind").value).catch((error) => {
-      if (error instanceof Unauthorized) askForToken();
-      else showError(String(error.message || error));
-    });
+    search(query, document.getElementById("search-kind").value).catch(report);
   });
 
   const reviewerBox = document.getElementById("verdict-reviewer");

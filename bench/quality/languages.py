@@ -115,6 +115,16 @@ def score_languages(said: Sequence[Said], speech: Speech | None) -> LanguageScor
     return score
 
 
+def mandarin_errors(heard: str) -> float:
+    """The character error rate of ``heard`` against the recorded sentence, in the script it
+    was written in (Whisper writes Mandarin in traditional or simplified characters)."""
+    characters = [ch for ch in heard if ch.isalnum()]
+    return min(
+        align_words(list(text), characters).counts.wer or 0.0
+        for text in (MANDARIN_TEXT, MANDARIN_TEXT_TRADITIONAL)
+    )
+
+
 def mandarin_cer() -> dict[str, Any] | None:
     """Whisper base on a recorded Mandarin sentence (``devkit.recorded_speech``): the language
     it hears, and the character error rate against the sentence in the script it wrote (it
@@ -129,15 +139,10 @@ def mandarin_cer() -> dict[str, Any] | None:
         heard = engine.transcribe(read_audio(clip, SAMPLE_RATE)[0])
     finally:
         engine.close()
-    characters = [ch for ch in heard.text if ch.isalnum()]
-    rates = [
-        align_words(list(text), characters).counts.wer or 0.0
-        for text in (MANDARIN_TEXT, MANDARIN_TEXT_TRADITIONAL)
-    ]
     return {
         "language": heard.language,
         "language_probability": rounded(heard.language_probability),
-        "cer": rounded(min(rates)),
+        "cer": rounded(mandarin_errors(heard.text)),
         "characters": len(MANDARIN_TEXT),
         "heard": heard.text,
     }

@@ -297,12 +297,17 @@ async def test_a_final_transition_waits_for_a_replica_when_asked(
     try:
         replica.start()
         await _replicating(primary, 1)
+        # With the replica up, the confirmation is waited for as long as a loaded machine
+        # needs (its fsync runs once a second); with it gone, 500 ms each is enough to fail.
+        patient = RedisCheckpointStore.from_url(
+            url(primary), key_prefix=unique, replicas_to_confirm=1, aof_wait_timeout_ms=10_000
+        )
         store = RedisCheckpointStore.from_url(
             url(primary), key_prefix=unique, replicas_to_confirm=1, aof_wait_timeout_ms=500
         )
         try:
-            claim = await store.claim(ref("v1"), V1)
-            await store.mark_done("v1", claim.epoch, frames=1, timings={}, outbox=event("v1"))
+            claim = await patient.claim(ref("v1"), V1)
+            await patient.mark_done("v1", claim.epoch, frames=1, timings={}, outbox=event("v1"))
             replica.stop()
             claim = await store.claim(ref("v2"), V1)
             with pytest.raises(CheckpointUnavailable) as unconfirmed:
@@ -310,6 +315,7 @@ async def test_a_final_transition_waits_for_a_replica_when_asked(
             assert unconfirmed.value.code == "checkpoint_not_durable"
             assert "replicas" in str(unconfirmed.value)
         finally:
+            await patient.close()
             await store.close()
     finally:
         replica.stop()

@@ -147,6 +147,20 @@ class SpokenText(BaseModel):
     )
 
 
+class AudioEventInfo(BaseModel):
+    """A stretch of the audio track that holds music, singing or speech, in seconds on the
+    video's timeline; kinds may overlap (a song is music and singing)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["music", "singing", "speech"]
+    start_s: float
+    end_s: float
+    confidence: float = Field(
+        description="The audio event model's mean probability of the kind over the stretch, 0 to 1."
+    )
+
+
 class VideoSpeech(BaseModel):
     """What was said in the video: its audio track's speech as timed segments."""
 
@@ -162,6 +176,12 @@ class VideoSpeech(BaseModel):
     )
     audio_s: float = Field(description="Seconds of audio transcribed.")
     segments: list[SpokenText]
+    audio_events: list[AudioEventInfo] = Field(
+        default_factory=list,
+        description="Where music, singing and speech sound, in time order, whether or not "
+        "words were recognised. Empty when audio events are off (`asr.audio_events`) or in "
+        "results stored before them.",
+    )
     error: ErrorDetail | None = Field(
         default=None, description="Why recognition stopped, when `status` is `failed`."
     )

@@ -29,6 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.speech import SOUND_KINDS
+
 if TYPE_CHECKING:
     from core.config import ServiceConfig
     from runtime.stop_signals import StopSignals
@@ -128,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--kind",
         action="append",
-        choices=("text", "speech", "description"),
+        choices=("text", "speech", "description", *SOUND_KINDS),
         help="only this kind of segment (repeatable)",
     )
     search.add_argument("--from", dest="from_s", type=float, help="places ending after (s)")

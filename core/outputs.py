@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.speech import SOUND_KINDS
+
 
 @dataclass(frozen=True)
 class OutputSegment:
@@ -69,4 +71,4 @@ def outputs_from_json(raw: Mapping[str, Any] | None) -> dict[str, VideoOutput]:
 
 #: The segment kinds the service's own views give (``sinks.views``) and search's ``frame``: a
 #: video stage's segments are of kinds of its own.
-BUILT_IN_SEGMENT_KINDS = ("shot", "text", "speech", "description", "frame")
+BUILT_IN_SEGMENT_KINDS = ("shot", "text", "speech", "description", "frame", *SOUND_KINDS)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from core.speech import SOUND_KINDS
+
 Method = Literal["hybrid", "vector", "text"]
 METHODS: tuple[Method, ...] = ("hybrid", "vector", "text")
-# frame: a sample found by its pixels (with an image embedding model configured).
-SEARCHED_KINDS = ("text", "speech", "description", "frame")
+# frame: a sample found by its pixels (with an image embedding model configured); music and
+# singing: audio events.
+SEARCHED_KINDS = ("text", "speech", "description", "frame", *SOUND_KINDS)
 # A chapter or a summary covers a stretch of a video, not a moment in it: it is a hit of its
 # own, never merged with the moments it spans (which would make the whole stretch one place).
 STRETCH_KINDS = frozenset({"chapter", "summary"})

@@ -26,9 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from core.config import AsrSettings
-from core.errors import PermanentError
 from core.speech import SpeechSegment, SpokenWord, Transcript, main_language
-from models.base import ModelEngine, cache_dir, package_version
+from models.base import ModelEngine, cache_dir, package_version, require_audio
 from models.errors import InferenceFailed, ModelLoadError
 from models.fingerprint import content_id
 from models.whisper_files import BundledWhisper, bundled_model, bundled_model_name, check_model_dir
@@ -48,12 +47,6 @@ _MIN_SIDE_S = 3.0
 _SIDE_SURE = 0.7
 
 Span = tuple[int, int]  # [start, end) in samples
-
-
-class InvalidAudio(PermanentError):
-    """Samples the model cannot take: not a 1-D float32 array, or not finite."""
-
-    code = "invalid_audio"
 
 
 class AsrEngine(ModelEngine):
@@ -168,7 +161,7 @@ class AsrEngine(ModelEngine):
         from faster_whisper.vad import VadOptions, get_speech_timestamps
 
         options = VadOptions(min_silence_duration_ms=_PAUSE_MS, speech_pad_ms=30)
-        found = get_speech_timestamps(_require_audio(samples), options)
+        found = get_speech_timestamps(require_audio(samples), options)
         return [(int(span["start"]), int(span["end"])) for span in found]
 
     def transcribe(
@@ -183,7 +176,7 @@ class AsrEngine(ModelEngine):
         the model fails on valid ones.
         """
         self._loaded()
-        audio = _require_audio(samples)
+        audio = require_audio(samples)
         whole = self._decoded(audio, offset_s, language)
         if language is not None or whole.language_probability >= self.mixed_below:
             return whole
@@ -281,18 +274,6 @@ def _longest_pause(spans: Sequence[Span]) -> int | None:
         if best is None or b_start - a_end > best[1] - best[0]:
             best = (a_end, b_start)
     return None if best is None else (best[0] + best[1]) // 2
-
-
-def _require_audio(samples: object) -> npt.NDArray[np.float32]:
-    """``samples`` if it is 1-D finite float32, else ``InvalidAudio``: checked before the
-    library sees it, so that bad input fails permanently instead of as a retryable crash."""
-    if not isinstance(samples, np.ndarray):
-        raise InvalidAudio(f"expected a numpy array of samples, got {type(samples).__name__}")
-    if samples.dtype != np.float32 or samples.ndim != 1:
-        raise InvalidAudio(f"expected 1-D float32 samples, got {samples.dtype} {samples.shape}")
-    if not np.isfinite(samples).all():
-        raise InvalidAudio("samples contain NaN or infinity")
-    return samples
 
 
 def _clamp(t: float, end_s: float) -> float:

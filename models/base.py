@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from core.records import Image, OcrLine, Vector
-from models.errors import InvalidImage
+from models.errors import InvalidAudio, InvalidImage
 
 
 def package_version(package: str) -> str:
@@ -139,3 +140,15 @@ def require_rgb(image: object) -> Image:
     if image.shape[0] < 1 or image.shape[1] < 1:
         raise InvalidImage(f"empty image {image.shape}")
     return image
+
+
+def require_audio(samples: object) -> npt.NDArray[np.float32]:
+    """``samples`` if it is 1-D finite float32, else ``InvalidAudio``: checked before a
+    library sees it, so that bad input fails permanently instead of as a retryable crash."""
+    if not isinstance(samples, np.ndarray):
+        raise InvalidAudio(f"expected a numpy array of samples, got {type(samples).__name__}")
+    if samples.dtype != np.float32 or samples.ndim != 1:
+        raise InvalidAudio(f"expected 1-D float32 samples, got {samples.dtype} {samples.shape}")
+    if not np.isfinite(samples).all():
+        raise InvalidAudio("samples contain NaN or infinity")
+    return samples

@@ -23,6 +23,12 @@ class InvalidImage(PermanentError):
     code = "invalid_image"
 
 
+class InvalidAudio(PermanentError):
+    """Samples the model cannot take: not a 1-D float32 array, or not finite."""
+
+    code = "invalid_audio"
+
+
 class InferenceFailed(RetryableError):
     """The model failed on a batch of valid inputs; the batch may be retried."""
 

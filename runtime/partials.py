@@ -67,8 +67,8 @@ class PartialResults:
             await self._hold(run, self._part(run, probe, bare, None))
 
     async def speech(self, run: VideoRun, part: SpeechPart) -> None:
-        if self.enabled and run.probe is not None and part.segments:
-            speech = Speech("done", part.segments, language=part.language)
+        if self.enabled and run.probe is not None and (part.segments or part.events):
+            speech = Speech("done", part.segments, language=part.language, events=part.events)
             await self._hold(run, self._part(run, run.probe, [], speech))
 
     async def settle(self, run: VideoRun) -> None:

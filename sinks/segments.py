@@ -2,14 +2,15 @@
 ``sinks.views`` derives them.
 
 Kinds: ``shot`` (``core.shots``; attributes: how it begins, its keyframe and thumbnail key),
-``text`` (on-screen text spans, ``core.spans``; attributes: box, score, samples) and
-``speech`` (transcript segments, ``core.speech``; attributes: language, confidence, words)
-and ``description`` (the VLM's description of a shot, ``core.description``: text is its
-caption, attributes the whole description). Rows are
-keyed by (video_id, kind, seq), seq counting the segments of one kind in time order, and
-written by the same video-keyed upsert as the other tables, so a video re-processed ends up
-with exactly its new segments. Query it with any Lance or Arrow tool, e.g. every shot longer
-than ten seconds, or every text shown for more than five.
+``text`` (on-screen text spans, ``core.spans``; attributes: box, score, samples),
+``speech`` (transcript segments, ``core.speech``; attributes: language, confidence, words),
+``description`` (the VLM's description of a shot, ``core.description``: text is its caption,
+attributes the whole description) and ``music`` and ``singing`` (audio events,
+``core.speech.AudioEvent``: text is the kind, attributes its confidence). Rows are keyed by
+(video_id, kind, seq), seq counting the segments of one kind in time order, and written by
+the same video-keyed upsert as the other tables, so a video re-processed ends up with exactly
+its new segments. Query it with any Lance or Arrow tool, e.g. every shot longer than ten
+seconds, or every text shown for more than five.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 and nowhere else.
 
 Several sinks read the same views of a video: the result document stores its shots and text
-spans, the ``segments`` table its segments (shots, shot descriptions, text spans, speech), the
-search table its searchable segments under the shot at their middle, the frame image table
-each frame's shot. ``views_of(result)`` derives all of them in one ``VideoViews``.
+spans, the ``segments`` table its segments (shots, shot descriptions, text spans, speech, music
+and singing), the search table its searchable segments under the shot at their middle, the
+frame image table each frame's shot. ``views_of(result)`` derives all of them in one ``VideoViews``.
 
 Within one write they are derived once. The writer (``sinks.writer``) opens ``shared_views()``
 around each write; inside it, ``views_of`` returns the same views for the same result object to
@@ -33,6 +33,7 @@ from urllib.parse import quote
 from core.records import Frame, VideoResult
 from core.shots import video_shots
 from core.spans import TextSpan, text_spans
+from core.speech import SOUND_KINDS
 from core.stage_names import DECODE
 
 __all__ = [
@@ -59,8 +60,8 @@ class VideoViews:
     shots: tuple[dict[str, Any], ...]  # the result document's entries, in time order
     text_spans: tuple[TextSpan, ...]
     # ``kind, start_s, end_s, text, attributes``: the shots, their descriptions, the text
-    # spans, the speech segments, then the video stages' (``searchable`` set on those), each
-    # kind in time order.
+    # spans, the speech segments, the music and singing, then the video stages'
+    # (``searchable`` set on those), each kind in time order.
     segments: tuple[dict[str, Any], ...]
 
     @property
@@ -176,6 +177,10 @@ def _segments(
             "words": [word.to_json() for word in segment.words],
         }
         rows.append(_segment("speech", segment.start_s, segment.end_s, segment.text, attributes))
+    for event in speech.events if speech is not None else ():
+        if event.kind in SOUND_KINDS:
+            attributes = {"confidence": event.confidence}
+            rows.append(_segment(event.kind, event.start_s, event.end_s, event.kind, attributes))
     for output in result.outputs.values():  # the video stages', of kinds of their own
         for found in sorted(output.segments, key=lambda s: (s.start_s, s.end_s)):
             attributes = dict(found.attributes)

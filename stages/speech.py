@@ -5,7 +5,10 @@ track (``AsrSettings.window_s``) becomes a ``SpeechPart``, and a ``SpeechEnd`` c
 track. A run resumed after ``start`` windows skips their recognition (decoding audio costs
 little next to it). Audio that cannot be read ends the track with the reason (``AudioError``,
 ``limit_duration``): the frames' work is not failed by it, and what came before is kept. The
-model loads on the first video that has an audio track, so silent videos cost nothing.
+models load on the first video that has an audio track, so silent videos cost nothing.
+
+Each window's audio events (music, singing, speech: ``models.audio_events``) are found in the
+same samples, whether or not anything is said in it (``AsrSettings.audio_events``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from core.errors import PermanentError, ReelsenseError
 from core.records import LocalVideo
 from core.speech import SpeechEnd, SpeechItem, SpeechPart
 from core.stage_names import SPEECH
-from models.asr import AsrEngine, InvalidAudio
+from models.asr import AsrEngine
+from models.audio_events import AudioEventDetector
+from models.errors import InvalidAudio
 from stages.audio import AUDIO_REVISION, AudioError, AudioWindow, audio_windows
 from stages.base import Resources, Stage, StageKind
 from stages.errors import LimitExceeded
@@ -38,6 +43,7 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
         self._settings = settings
         self._limits = limits
         self._engine = AsrEngine.from_settings(settings)
+        self._events = AudioEventDetector() if settings.audio_events else None
         self._loaded = False
         self._load_lock = threading.Lock()
 
@@ -52,14 +58,18 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
             "tenant_languages": dict(sorted(self._settings.tenant_languages.items())),
             "window_s": self._settings.window_s,
             "audio_revision": AUDIO_REVISION,
+            # Only when on: turned off, the version is the one before events were detected.
+            **({"audio_events": self._events.version_params()} if self._events else {}),
         }
 
-    def _engine_ready(self) -> AsrEngine:
+    def _engines_ready(self) -> tuple[AsrEngine, AudioEventDetector | None]:
         with self._load_lock:
             if not self._loaded:
                 self._engine.load()
+                if self._events is not None:
+                    self._events.load()
                 self._loaded = True
-        return self._engine
+        return self._engine, self._events
 
     def stream(
         self, video: LocalVideo, start: int = 0, stop: threading.Event | None = None
@@ -98,9 +108,10 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
     def _recognised(
         self, video_id: str, index: int, window: AudioWindow, language: str | None
     ) -> SpeechPart:
-        engine = self._engine_ready()
+        engine, detector = self._engines_ready()
         started = time.monotonic()
         transcript = engine.transcribe(window.samples, window.start_s, language)
+        events = () if detector is None else detector.detect(window.samples, window.start_s)
         return SpeechPart(
             video_id=video_id,
             index=index,
@@ -110,6 +121,7 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
             language_probability=transcript.language_probability,
             segments=tuple(transcript.segments),
             seconds=time.monotonic() - started,
+            events=events,
         )
 
     def process_batch(self, items: Sequence[LocalVideo]) -> list[SpeechItem]:
@@ -118,6 +130,8 @@ class SpeechStage(Stage[LocalVideo, SpeechItem]):
     def teardown(self) -> None:
         with self._load_lock:
             self._engine.close()
+            if self._events is not None:
+                self._events.close()
             self._loaded = False
 
 

@@ -436,6 +436,13 @@
       ),
     );
     document.getElementById("speech").hidden = segments.length === 0;
+    // The music and singing heard (speech events are the transcript's already).
+    const sounds = ((speech && speech.audio_events) || []).filter((e) => e.kind !== "speech");
+    const line = document.getElementById("audio-events");
+    line.textContent = sounds.length
+      ? `Audio: ${sounds.map((e) => `${e.kind} ${clock(e.start_s)}–${clock(e.end_s)}`).join(", ")}`
+      : "";
+    line.hidden = sounds.length === 0;
   }
 
   // -- the review queue and verdicts --------------------------------------------------------

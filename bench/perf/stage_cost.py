@@ -15,8 +15,10 @@ model's load time apart, once with each bundled Whisper: ``speech`` the default 
 labels are measured on their own too: the ``qr`` stage's reader on 720p frames with and without
 a code (``qr``: CPU ms per frame, one thread), and the ``review`` stage on the result of a
 10-minute video with some hundreds of text spans and speech segments (``review``: ms per
-video). The speech comparison and those two figures are also printed, as a line of text, to
-stderr.
+video). The speech stage's audio event detector is measured on its own as well, on a melody of
+``--speech-seconds`` (``audio_events``: CPU seconds per second of audio, ``bench.perf.
+audio_events_cost``). The speech comparison and those figures are also printed, as a line of
+text, to stderr.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.perf.audio_events_cost import audio_events_cost
 from bench.quality.corpus import corpus
 from bench.runs import emit
 from core.config import AsrSettings, ReviewSettings, ServiceConfig
@@ -96,6 +99,7 @@ def measure(
         "cpu_ms_per_frame": {stage: round(1000 * s / frames, 1) for stage, s in cpu.items()},
         "decode_variants": decode_variants,
         **speech_costs(speech_seconds, config, workdir),
+        "audio_events": audio_events_cost(speech_seconds),
         "qr": qr_cost(),
         "review": review_cost(workdir),
         "cpus": os.cpu_count(),
@@ -344,12 +348,16 @@ def main() -> None:
 
 
 def speech_line(report: dict[str, object]) -> str:
-    """The two models' speech cost as one line of text."""
-    costs = report["speech_cpu_s_per_audio_s"]
+    """The two models' speech cost, and the audio events' where measured, as one line."""
+    costs, events = report["speech_cpu_s_per_audio_s"], report.get("audio_events")
     assert isinstance(costs, dict)
+    heard = ""
+    if isinstance(events, dict):  # measured on a melody: the model's cost is that of any audio
+        heard = f"; audio events {events['melody']['cpu_s_per_audio_s']}"
     return (
         f"speech CPU-s per audio-s: {DEFAULT_MODEL} {costs[DEFAULT_MODEL]}, "
         f"{OTHER_MODEL} {costs[OTHER_MODEL]} ({DEFAULT_MODEL} / {OTHER_MODEL}: {costs['ratio']})"
+        f"{heard}"
     )
 
 

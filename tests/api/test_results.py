@@ -25,7 +25,7 @@ from cli.main import main as cli_main
 from core.records import ShotBoundary, VideoRef, VideoResult
 from core.shots import video_shots
 from core.spans import text_spans
-from core.speech import Speech, SpeechSegment, SpokenWord
+from core.speech import AudioEvent, Speech, SpeechSegment, SpokenWord
 from devkit.services import free_port
 from sinks.object_store import ResultDocumentSink, document_key, encode_document, result_document
 from stages.sampling import thumbnail
@@ -76,6 +76,8 @@ SPOKEN = Speech(
             0.71,
         ),
     ),
+    # A tune under the talk, heard all along.
+    events=(AudioEvent("music", 0.0, 4.0, 0.97), AudioEvent("speech", 0.45, 3.9, 0.93)),
 )
 
 
@@ -447,6 +449,10 @@ async def test_speech_segments_and_their_words_only_when_asked(
             "words": None,
         },
     ]
+    assert speech["audio_events"] == [
+        {"kind": "music", "start_s": 0.0, "end_s": 4.0, "confidence": 0.97},
+        {"kind": "speech", "start_s": 0.45, "end_s": 3.9, "confidence": 0.93},
+    ]
     segments = worded.json()["speech"]["segments"]
     assert [[(w["text"], w["start_s"], w["end_s"]) for w in s["words"]] for s in segments] == [
         [(" The", 0.5, 0.62), (" server", 0.62, 1.1)],
@@ -472,6 +478,7 @@ async def test_a_video_without_audio_has_no_speech_and_an_empty_track(
         "language": None,
         "audio_s": 0.0,
         "segments": [],
+        "audio_events": [],
         "error": None,
     }
     assert vtt.status_code == 200
@@ -597,6 +604,7 @@ async def test_cli_prints_spans_and_json(
     assert "The server room is on the left." in table
     assert "Please use the <exit> & stairs." in table
     assert "language en (also de); 0:04.0 of audio, 2 segments" in table
+    assert "audio: music 0:00.0–0:04.0\n" in table  # its speech is the transcript's
     body = json.loads(as_json)
     assert [s["text"] for s in body["text_spans"]] == ["SERVER ROOM B7", "EXIT ONLY"]
     assert body["frames"] is None

@@ -37,7 +37,7 @@ from core.config import ReviewSettings
 from core.description import ShotDescription
 from core.outputs import OutputSegment, VideoOutput
 from core.records import ShotBoundary, VideoRef, VideoResult
-from core.speech import Speech, SpeechSegment
+from core.speech import AudioEvent, Speech, SpeechSegment
 from devkit.services import free_port
 from models.embedding import E5Embedder
 from runtime.messages import review_summary
@@ -165,6 +165,8 @@ def _result_of_done_1(objects: LocalObjectStore, video_id: str = "done-1") -> Vi
         audio_s=2.2,
         error_code="audio_decode_error",
         error_message="cannot decode the audio track at 2.2 s",
+        # A tune over the end, after the last shot (the transcript has the speech).
+        events=(AudioEvent("speech", 0.2, 2.1, 0.9), AudioEvent("music", 2.5, 3.5, 0.97)),
     )
     # The first shot's labels (shot_labels); the second has none strong enough.
     labels = [{"name": "streetcar", "score": 0.41, "broader": False}]
@@ -487,6 +489,7 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
     assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#speech img")
     status = browser.find_element(By.ID, "speech-status").text
     assert "audio_decode_error: cannot decode the audio track at 2.2 s" in status
+    assert browser.find_element(By.ID, "audio-events").text == "Audio: music 0:02.5–0:03.5"
     assert await asyncio.to_thread(lambda: browser.title) == "reelsense · dashboard"
     link = browser.find_element(By.ID, "result-vtt").get_attribute("href")
     assert link.endswith("/v1/videos/done-1/result.vtt?track=text")
@@ -567,6 +570,11 @@ async def test_the_search_box_finds_places_and_opens_their_video(page: Page, bro
         "the shot's description alone",
     )
     assert described is None
+
+    await asyncio.to_thread(ask, "music", "music")
+    await _until(
+        lambda: _texts(browser, "#search-hits .meta") == ["0:02.5–0:03.5 · music"], "the tune"
+    )
 
     await asyncio.to_thread(ask, "platform")
     await _until(

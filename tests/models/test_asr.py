@@ -18,11 +18,10 @@ from models.asr import (
     _SENTENCE_ENDS,
     AsrEngine,
     AsrSettings,
-    InvalidAudio,
     Transcript,
     _sentences,
 )
-from models.errors import ModelLoadError
+from models.errors import InvalidAudio, ModelLoadError
 from models.whisper_files import bundled_model
 from stages.audio import SAMPLE_RATE, audio_windows
 

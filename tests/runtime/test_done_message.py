@@ -1,11 +1,13 @@
 """What ``video.done`` says of the video stages that read a whole video: how many chapters,
-and the start of the summary with its category and tags."""
+and the start of the summary with its category and tags; and of the audio events, only how
+long music and singing sound."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from core.outputs import VideoOutput
+from core.speech import AudioEvent, Speech
 from runtime.messages import DONE_SUMMARY_CHARS, done_message_data
 from tests.sinks import make_result
 
@@ -36,3 +38,14 @@ def test_stages_that_did_not_run_or_answer_are_null() -> None:
     )
     unanswered = {"summary": VideoOutput({"summary": None, "reason": "nothing said"})}
     assert done_message_data(dataclasses.replace(result, outputs=unanswered))["summary"] is None
+
+
+def test_the_message_totals_the_music_and_singing_without_listing_them() -> None:
+    events = tuple(AudioEvent("music", 10.0 * i, 10.0 * i + 8.5, 0.9) for i in range(50))
+    sung = (AudioEvent("singing", 40.0, 55.0, 0.8), AudioEvent("speech", 0.0, 5.0, 0.9))
+    speech = Speech("done", (), audio_s=500.0, events=events + sung)
+    result = dataclasses.replace(make_result("vid-3", frames=2, embed=False), speech=speech)
+    summary = done_message_data(result)["speech"]
+    assert summary["audio_events"] == {"music_s": 425.0, "singing_s": 15.0}
+    assert "AudioEvent" not in repr(summary)
+    assert done_message_data(make_result("vid-4", frames=2, embed=False))["speech"] is None

@@ -11,7 +11,7 @@ import pytest
 
 from core.records import VideoResult
 from core.search import SearchFilter
-from core.speech import Speech, SpeechSegment
+from core.speech import AudioEvent, Speech, SpeechSegment
 from models.embedding import E5Embedder
 from sinks.indexes import IndexUpkeep, TextIndexJob
 from sinks.search import LanceSearchIndex, search_table_name
@@ -166,6 +166,27 @@ def test_a_failed_index_build_is_logged_and_tried_again(
     assert described.num_rows_indexed == dataset.count_rows()
     upkeep.ask()  # after close: nothing runs, nothing hangs
     assert broken.tries == 2
+
+
+def test_music_and_singing_are_found_by_kind_and_by_word(index: LanceSearchIndex) -> None:
+    concert = video("concert", SHOP, said="Welcome to the concert.")
+    assert concert.speech is not None
+    events = (
+        AudioEvent("speech", 0.2, 1.4, 0.95),  # the transcript's already: no row of its own
+        AudioEvent("music", 1.5, 2.9, 0.99),
+        AudioEvent("singing", 2.0, 2.9, 0.8),
+    )
+    index.write(
+        [dataclasses.replace(concert, speech=dataclasses.replace(concert.speech, events=events))]
+    )
+    assert index.count_rows("concert") == 5  # two spans, the sentence, the music, the singing
+    for method in ("hybrid", "vector", "text"):
+        hits = index.search("music", k=5, where=SearchFilter(kinds=("music",)), method=method)
+        assert [(h.video_id, h.kinds, h.start_s, h.end_s) for h in hits] == [
+            ("concert", ("music",), 1.5, 2.9)
+        ], method
+    (sung,) = index.search("singing", k=5, method="text")
+    assert (sung.video_id, sung.text, sung.kinds) == ("concert", "singing", ("singing",))
 
 
 def part(video_id: str, texts: list[str], first_index: int, *, said: str = "") -> VideoResult:

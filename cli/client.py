@@ -31,9 +31,8 @@ from devkit.result_view import (
     frames_table,
     outputs_table,
     result_table,
-    review_line,
     shots_table,
-    summary_line,
+    stage_lines,
     transcript,
 )
 from devkit.stack import read_state
@@ -272,10 +271,8 @@ def show_result(args: argparse.Namespace) -> int:
     console.print(result_table(body))
     if (outputs := outputs_table(body)) is not None:
         console.print(outputs)
-    if (summary := summary_line(body)) is not None:
-        console.print(summary)
-    if (review := review_line(body)) is not None:
-        console.print(review)
+    for line in stage_lines(body):
+        console.print(line)
     if body.get("frames") is not None:
         console.print(frames_table(body["frames"]))
     return 0

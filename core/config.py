@@ -31,13 +31,19 @@ from core.pipeline_settings import (
 from core.records import BULK_LANE
 from core.review_settings import ReviewSettings
 from core.settings_base import settings_config
-from core.video_stage_settings import ChapterSettings, LabelSettings, SummarySettings
+from core.video_stage_settings import (
+    ChapterSettings,
+    DuplicateSettings,
+    LabelSettings,
+    SummarySettings,
+)
 
 __all__ = [
     "ApiSettings",
     "AsrSettings",
     "BackfillSettings",
     "ChapterSettings",
+    "DuplicateSettings",
     "InsecureConfig",
     "KafkaSettings",
     "LabelSettings",

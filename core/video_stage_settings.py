@@ -104,3 +104,34 @@ class SummarySettings(BaseModel):
     # A language code ("zh", "en"): the summary is also given in it. None: only in the
     # video's own language.
     second_language: str | None = None
+
+
+class DuplicateSettings(BaseModel):
+    """Re-uploads (``stages.duplicates``): a perceptual hash of each sample (the
+    ``fingerprint`` frames stage), kept once a second in table ``fingerprints``, and each new
+    video looked up there: the videos it copies (re-encoded, scaled, cropped, a logo laid
+    over, sped up, mirrored, or a part of one), with a score and the spans of each."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True  # False: no hashes, no lookup
+    # False: a video is looked up among its tenant's videos only; True: among every tenant's.
+    across_tenants: bool = False
+    # Two samples are the same picture when their 64-bit hashes differ in at most this many
+    # bits (copies: a median of 0-10; other pictures: 32, 1% of them 22 or fewer).
+    max_distance: int = Field(default=16, ge=1, le=32)
+    # A span of a copy holds at least this many samples near their aligned counterpart...
+    min_samples: int = Field(default=5, ge=2)
+    # ...lasts at least this long...
+    min_span_s: float = Field(default=5.0, gt=0)
+    # ...and shows at least this many pictures that differ from each other (a title card or a
+    # black intro that unrelated videos share is one picture).
+    min_distinct: int = Field(default=3, ge=1)
+    # A library video is compared whole only where at least this many samples found one of
+    # its hashes within ``hit_distance`` bits.
+    min_hits: int = Field(default=2, ge=1)
+    # Tighter than ``max_distance``: in a library of 100k videos a lookup within 16 bits finds
+    # thousands of chance neighbours, within 10 a handful.
+    hit_distance: int = Field(default=10, ge=0, le=32)
+    max_candidates: int = Field(default=50, ge=1)  # library videos compared whole, at most
+    max_duplicates: int = Field(default=10, ge=1)  # in the result, the best first

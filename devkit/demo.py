@@ -6,6 +6,8 @@ espeak-ng, publishes one upload event per video (and one invalid event, to show 
 dead-letter path), shows live progress, prints per video its shots, its transcript and the
 text on screen over time as the results API answers them (with the addresses of the result
 and its WebVTT tracks), runs two searches (across languages) and stops everything it started.
+Once the samples are done, it uploads a re-encoded, cropped copy of one of them, which the
+``duplicates`` stage finds in the library.
 """
 
 from __future__ import annotations
@@ -27,16 +29,16 @@ from rich.live import Live
 from checkpoint.base import VideoState, VideoStatus
 from consumers.events import VideoUploaded
 from core.config import ServiceConfig, WebhookSubscription
+from devkit.copies import Change, write_copy
 from devkit.photo_pans import DARKNET_SUBJECTS, write_darknet_pans
 from devkit.progress_view import is_final, progress_table
 from devkit.receiver import WebhookReceiver
 from devkit.result_view import (
     outputs_table,
     result_table,
-    review_line,
     shot_labels,
     shots_table,
-    summary_line,
+    stage_lines,
     transcript,
 )
 from devkit.run_config import with_sections
@@ -47,6 +49,8 @@ from runtime.service import ReelsenseService
 
 console = Console()
 DEMO_TIMEOUT_S = 900.0
+#: What the demo's re-upload does to its original.
+REUPLOAD = Change("reupload", bitrate_share=1 / 3, crop=0.1)
 
 
 def run_demo(workdir: Path, *, videos: int, config_path: Path | None) -> int:
@@ -62,11 +66,19 @@ def run_demo(workdir: Path, *, videos: int, config_path: Path | None) -> int:
         photos = write_darknet_pans(workdir / "samples")
         if photos is not None:  # what the labels stage finds needs pictures of real things
             samples.append(SampleVideo(photos, (), 12, (640, 360), 0))
+        samples.append(_reupload(samples[-1]))
         console.print(f"wrote {len(samples)} sample videos under {workdir / 'samples'}")
         secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
         config = stack.config(base)
         with ray_connection(config, local=True):
             return asyncio.run(_demo(config, stack, samples, secret))
+
+
+def _reupload(original: SampleVideo) -> SampleVideo:
+    """A re-encoded (a third of the bitrate), cropped (10%) copy of ``original``."""
+    path = original.path.with_name(f"{original.path.stem}-reupload.mp4")
+    write_copy(original.path, path, REUPLOAD)
+    return SampleVideo(path, (), original.fps, original.size, 0, copy_of=original.path.stem)
 
 
 async def _demo(
@@ -93,7 +105,10 @@ async def _demo(
         f"service up in {time.monotonic() - started:.1f}s, pipeline {service.pipeline_version}"
     )
     try:
-        ids = await _publish(config, samples)
+        # The re-upload goes once its original is in the library (analysed and written).
+        ids = await _publish(config, samples[:-1])
+        statuses = await _follow(service, ids)
+        ids += await _publish(config, samples[-1:], invalid=False)
         statuses = await _follow(service, ids)
         await _print_results(stack.api_url, samples, statuses)
         await _wait_for_webhooks(receiver, len(ids))
@@ -112,7 +127,9 @@ async def _demo(
     return 0 if done == len(ids) else 1
 
 
-async def _publish(config: ServiceConfig, samples: list[SampleVideo]) -> list[str]:
+async def _publish(
+    config: ServiceConfig, samples: list[SampleVideo], *, invalid: bool = True
+) -> list[str]:
     producer = AIOKafkaProducer(bootstrap_servers=config.kafka.bootstrap, acks="all")
     await producer.start()
     try:
@@ -123,13 +140,13 @@ async def _publish(config: ServiceConfig, samples: list[SampleVideo]) -> list[st
                 config.kafka.topic, event.to_bytes(), key=event.video_id.encode()
             )
             ids.append(event.video_id)
-        # One malformed event: it ends in the dead-letter topic, the service goes on.
-        await producer.send_and_wait(
-            config.kafka.topic, b'{"video_id": "broken-event"}', key=b"broken-event"
-        )
+        if invalid:  # one malformed event: it ends in the dead-letter topic, the service goes on
+            await producer.send_and_wait(
+                config.kafka.topic, b'{"video_id": "broken-event"}', key=b"broken-event"
+            )
     finally:
         await producer.stop()
-    console.print(f"published {len(ids)} upload events and 1 invalid one")
+    console.print(f"published {len(ids)} upload events" + (" and 1 invalid one" if invalid else ""))
     return ids
 
 
@@ -175,10 +192,8 @@ async def _print_results(
             console.print(result_table(body))
             if (outputs := outputs_table(body)) is not None:  # the chapters, among them
                 console.print(outputs)
-            if (summary := summary_line(body)) is not None:
-                console.print(summary)
-            if (review := review_line(body)) is not None:
-                console.print(review)
+            for line in stage_lines(body):
+                console.print(line)
             _print_checks(sample, body)
             console.print(f"  result: {api_url}{path}  (each spoken word's times: ?words=true)")
             console.print(f"  transcript as WebVTT: {api_url}{path}.vtt?track=speech")
@@ -201,7 +216,12 @@ def _print_checks(sample: SampleVideo, body: dict[str, Any]) -> None:
         count = sum(word in heard for word in words)
         colour = "green" if count == len(words) else "yellow" if count else "red"
         console.print(f"  said {sentence!r}: [{colour}]heard {count}/{len(words)} words[/]")
-    if not sample.scenes:  # the photographs: what each shot shows
+    if sample.copy_of is not None:
+        output = ((body.get("outputs") or {}).get("duplicates") or {}).get("data") or {}
+        copies = [d["video_id"] for d in output.get("duplicates") or ()]
+        mark = "[green]found[/]" if sample.copy_of in copies else "[red]missing[/]"
+        console.print(f"  a re-encoded, cropped copy of {sample.copy_of}: {mark}")
+    elif not sample.scenes:  # the photographs: what each shot shows
         shown = shot_labels(body) or {}
         for shot, (photo, kind) in enumerate(DARKNET_SUBJECTS.items()):
             names = [label["name"] for label in shown.get(shot, [])]

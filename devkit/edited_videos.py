@@ -51,7 +51,8 @@ class Shot:
     """One shot: ``seconds`` long, entered by ``enter`` ("cut", "dissolve" or "fade") over
     ``transition_s`` (the first shot's ``enter`` is ignored). ``caption`` shows at the bottom
     from ``caption_from_s`` into the shot until ``caption_until_s`` (None: until it ends);
-    ``more_captions`` are shown too; ``flash_at_s`` puts one white frame there."""
+    ``more_captions`` are shown too; ``flash_at_s`` puts one white frame there; ``flat``
+    shows one colour in place of the texture."""
 
     seconds: float
     enter: str = "cut"
@@ -63,6 +64,7 @@ class Shot:
     seed: int = 0
     caption_until_s: float | None = None
     more_captions: tuple[Caption, ...] = ()
+    flat: tuple[int, int, int] | None = None  # one colour (black: an intro) for the texture
 
     def captions(self) -> tuple[Caption, ...]:
         main = Caption(self.caption, self.caption_from_s, self.caption_until_s)
@@ -87,6 +89,8 @@ def _texture(shot: Shot, size: Size) -> Image:
     """A smooth random colour field, wide enough to pan across for the whole shot."""
     width, height = size
     extra = int(abs(shot.pan_px_per_s) * (shot.seconds + shot.transition_s)) + 2
+    if shot.flat is not None:
+        return np.full((height, width + extra, 3), shot.flat, dtype=np.uint8)
     rng = np.random.default_rng(shot.seed)
     cells = rng.integers(30, 226, size=(_TEXTURE_CELLS[1], _TEXTURE_CELLS[0], 3), dtype=np.uint8)
     smooth = PILImage.fromarray(cells).resize((width + extra, height), PILImage.Resampling.BICUBIC)

@@ -38,7 +38,26 @@ def transcript(body: dict[str, Any]) -> Group:
         # Text, not a markup string: what was said may hold brackets rich would read as style.
         table.add_row(when, segment.get("language") or "", Text(segment["text"].strip()))
     summary = Text("speech: ").append_text(speech_summary(speech))
-    return Group(table, summary) if segments else Group(summary)
+    lines = [summary] if (sounds := audio_line(speech)) is None else [summary, sounds]
+    return Group(table, *lines) if segments else Group(*lines)
+
+
+# How many music and singing events the audio line names; the rest it counts.
+_AUDIO_EVENTS_SHOWN = 8
+
+
+def audio_line(speech: dict[str, Any] | None) -> Text | None:
+    """The music and singing in a result's speech and when each sounds, on one line; None
+    where there is none."""
+    sounds = [e for e in (speech or {}).get("audio_events") or () if e["kind"] != "speech"]
+    if not sounds:
+        return None
+    shown = [
+        f"{e['kind']} {clock(e['start_s'])}–{clock(e['end_s'])}"
+        for e in sounds[:_AUDIO_EVENTS_SHOWN]
+    ]
+    more = len(sounds) - len(shown)
+    return Text(f"audio: {', '.join(shown)}{f' and {more} more' if more else ''}")
 
 
 def speech_summary(speech: dict[str, Any] | None) -> Text:
@@ -176,6 +195,35 @@ def review_line(body: dict[str, Any]) -> Text | None:
         if found["findings"]
     ]
     return line.append(f" · {' · '.join(flagged)}" if flagged else "")
+
+
+def duplicates_line(body: dict[str, Any]) -> Text | None:
+    """The ``duplicates`` stage's finds in a result: each library video the video copies, its
+    score and spans (with the other's times). None where the stage did not run."""
+    output = (body.get("outputs") or {}).get("duplicates")
+    if output is None:
+        return None
+    data = output["data"]
+    found = data.get("duplicates") or []
+    if not found:
+        return Text(f"re-uploads: none found ({data.get('fingerprint_samples', 0)} samples)")
+    line = Text("re-upload of: ", style="yellow")
+    for i, other in enumerate(found):
+        spans = ", ".join(
+            f"{clock(s['start_s'])}–{clock(s['end_s'])} = "
+            f"{clock(s['other_start_s'])}–{clock(s['other_end_s'])}"
+            for s in other["spans"]
+        )
+        mirrored = ", mirrored" if other.get("mirrored") else ""
+        line.append(("; " if i else "") + f"{other['video_id']} {other['score']:.2f}{mirrored}")
+        line.append(f" ({spans})")
+    return line
+
+
+def stage_lines(body: dict[str, Any]) -> list[Text]:
+    """The video stages' lines of a result, of those that ran: summary, review, re-uploads."""
+    lines = (summary_line(body), review_line(body), duplicates_line(body))
+    return [line for line in lines if line is not None]
 
 
 def clock(seconds: float) -> str:

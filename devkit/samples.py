@@ -65,6 +65,7 @@ class SampleVideo:
     size: Size
     seed: int
     utterances: tuple[Utterance, ...] = ()  # what its audio track says; empty without one
+    copy_of: str | None = None  # the sample this one re-uploads (re-encoded, cropped), if any
 
     @property
     def duration_s(self) -> float:

@@ -7,8 +7,8 @@ from urllib.parse import quote
 
 from core.records import VideoResult
 from core.shots import video_shots
-from core.speech import Speech
-from core.stage_names import REVIEW, SUMMARY
+from core.speech import SOUND_KINDS, Speech
+from core.stage_names import DUPLICATES, REVIEW, SUMMARY
 from sinks.object_store import document_key
 from stages.chapters import chapters_of
 
@@ -36,6 +36,7 @@ def done_message_data(result: VideoResult) -> dict[str, Any]:
         "chapters": None if (chapters := chapters_of(result)) is None else len(chapters),
         "summary": _summary(result),
         "review": review_summary(result),
+        "duplicates": duplicates_found(result),
         "timings": result.timings,
         "result": _links(result),
     }
@@ -91,16 +92,31 @@ def review_summary(result: VideoResult) -> dict[str, Any] | None:
     }
 
 
+def duplicates_found(result: VideoResult) -> list[dict[str, Any]] | None:
+    """The library videos this one copies (``stages.duplicates``): each one's id, score and
+    spans, the best first; None where the stage did not run."""
+    output = result.outputs.get(DUPLICATES)
+    if output is None:
+        return None
+    return [
+        {key: found.get(key) for key in ("video_id", "score", "mirrored", "spans")}
+        for found in output.data.get(DUPLICATES) or ()
+    ]
+
+
 def _speech_summary(speech: Speech | None) -> dict[str, Any] | None:
-    """How the speech went and the start of what was said (the transcript is in the result)."""
+    """How the speech went, the start of what was said and the seconds of music and singing
+    heard (the transcript and the audio events are in the result)."""
     if speech is None:
         return None
     text = speech.text
+    heard = speech.event_seconds()
     return {
         "status": speech.status,
         "language": speech.language,
         "segments": len(speech.segments),
         "text": text[:DONE_TEXT_CHARS],
         "text_truncated": len(text) > DONE_TEXT_CHARS,
+        "audio_events": {f"{kind}_s": heard[kind] for kind in SOUND_KINDS},
         "error": speech.error,
     }

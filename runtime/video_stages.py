@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from core.errors import DependencyUnavailable
 from core.outputs import VideoOutput
 from core.records import VideoResult
 from runtime.metrics import PipelineMetrics
@@ -53,7 +54,8 @@ class VideoStages:
         """``result`` with every video stage's output: ``taken`` (from its earlier result)
         where given, computed otherwise; each computed one's seconds in its timings.
         ``advance(stage, done)`` records each stage's progress (0 or 1 of 1). Raises
-        ``StageFailed`` when a stage fails."""
+        ``StageFailed`` when a stage fails, and a ``DependencyUnavailable`` it raises as it is
+        (a store it reads is down: the attempt is retried, not the video failed)."""
         if not self._stages:
             return result
         outputs = {name: taken[name] for name in self.names if name in taken}
@@ -93,7 +95,7 @@ class VideoStages:
                 stage.setup()
                 self._set_up.add(stage.name)
             (output,) = stage.process_batch([result])
-        except StageFailed:
+        except (StageFailed, DependencyUnavailable):
             raise
         except Exception as exc:
             log.exception("video stage %s failed on %s", stage.name, result.ref.video_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.config import StorageSettings
 from models.base import ImageEmbeddingModel, TextEmbeddingModel
 from sinks.base import Sink
+from sinks.fingerprints import LanceFingerprintSink
 from sinks.images import LanceImageIndex
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.object_store import ResultDocumentSink
@@ -21,8 +22,8 @@ def sinks_from_settings(
 ) -> list[Sink]:
     """Frames, result documents (with thumbnails), segments, the search index (with
     ``text_model``, which embeds the segments' text), the frame image vectors (with
-    ``image_model``, the model that made them: it names their table, it is not loaded), then
-    the per-video summary.
+    ``image_model``, the model that made them: it names their table, it is not loaded), the
+    fingerprints (written only once a video has one), then the per-video summary.
 
     The summary goes last: a row in ``videos`` then means every other sink has the video.
     """
@@ -36,5 +37,6 @@ def sinks_from_settings(
         ResultDocumentSink.from_settings(storage),
         LanceSegmentSink.from_settings(storage),
         *searched,
+        LanceFingerprintSink.from_settings(storage),
         LanceSummarySink.from_settings(storage),
     ]

@@ -274,6 +274,7 @@
     document.getElementById("result-speech-vtt").href = `${path}.vtt?track=speech`;
     document.getElementById("result-chapters-vtt").href = `${path}.vtt?track=chapters`;
     renderSummary(body.outputs?.summary?.data);
+    renderDuplicates(body.outputs?.duplicates?.data?.duplicates ?? []);
     renderChapters(body.outputs?.chapters?.data?.chapters ?? []);
     await renderReview(body.outputs?.review?.data, body.shots);
     if (shownResult !== videoId) return;
@@ -360,6 +361,23 @@
     document.getElementById("summary-text").textContent = answered ? data.summary : "";
     document.getElementById("summary-meta").textContent = answered
       ? [data.category, ...(data.tags || [])].join(" · ")
+      : "";
+  }
+
+  // The earlier videos this one copies: each one's id, score and spans (hidden without any).
+  function renderDuplicates(found) {
+    const line = document.getElementById("duplicates");
+    line.hidden = found.length === 0;
+    line.textContent = found.length
+      ? "Re-upload of: " +
+        found
+          .map((other) => {
+            const spans = other.spans
+              .map((s) => `${clock(s.start_s)}–${clock(s.end_s)} = ${clock(s.other_start_s)}–${clock(s.other_end_s)}`)
+              .join(", ");
+            return `${other.video_id} ${other.score.toFixed(2)}${other.mirrored ? " mirrored" : ""} (${spans})`;
+          })
+          .join("; ")
       : "";
   }
 

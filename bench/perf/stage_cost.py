@@ -70,6 +70,7 @@ def measure(
     config = ServiceConfig.load(
         limits={"file_roots": (str(workdir),)},
         runtime={"workdir": str(workdir / "work"), "executor": "local"},
+        storage={"lance_uri": str(workdir / "lance")},  # the duplicates stage's empty library
     )
     runner = SequentialRunner(Pipeline.from_config(config))
     started = time.monotonic()

@@ -181,6 +181,29 @@ def _result_of_done_1(objects: LocalObjectStore, video_id: str = "done-1") -> Vi
         "shot_labels": VideoOutput({"labels": labels}, (segment,)),
         "chapters": VideoOutput({"chapters": chapters}),
         "summary": VideoOutput(summary),
+        # A re-upload of another video's first two seconds, its id hostile text.
+        "duplicates": VideoOutput(
+            {
+                "fingerprint_samples": 3,
+                "duplicates": [
+                    {
+                        "video_id": HOSTILE,
+                        "tenant": "acme",
+                        "score": 0.9,
+                        "mirrored": True,
+                        "speed": 1.0,
+                        "spans": [
+                            {
+                                "start_s": 0.0,
+                                "end_s": 2.0,
+                                "other_start_s": 10.0,
+                                "other_end_s": 12.0,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ),
     }
     done = dataclasses.replace(result, frames=frames, speech=speech, outputs=outputs)
     # Reviewed by the real stage: a QR code holding hostile text, and the VLM's safety label.
@@ -503,6 +526,8 @@ async def test_a_done_videos_result_shows_its_shots_speech_and_text(
     ]
     assert not await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#chapters img")
     assert browser.find_element(By.ID, "summary-text").text == "A station platform."
+    copied = browser.find_element(By.ID, "duplicates").text  # shown literally, not run
+    assert copied == f"Re-upload of: {HOSTILE} 0.90 mirrored (0:00.0–0:02.0 = 0:10.0–0:12.0)"
     assert browser.find_element(By.ID, "summary-meta").text == "travel · train · sign"
     assert browser.find_element(By.ID, "review-decision").text == "review"
     categories = browser.find_element(By.ID, "review-categories").text

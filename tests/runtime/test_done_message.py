@@ -49,3 +49,22 @@ def test_the_message_totals_the_music_and_singing_without_listing_them() -> None
     assert summary["audio_events"] == {"music_s": 425.0, "singing_s": 15.0}
     assert "AudioEvent" not in repr(summary)
     assert done_message_data(make_result("vid-4", frames=2, embed=False))["speech"] is None
+
+
+def test_the_message_lists_the_videos_copied_with_their_spans() -> None:
+    result = make_result("copy", frames=2, embed=False)
+    assert done_message_data(result)["duplicates"] is None  # the stage did not run
+    span = {"start_s": 0.0, "end_s": 30.0, "other_start_s": 15.0, "other_end_s": 45.0}
+    found = {
+        "video_id": "original",
+        "tenant": "default",
+        "score": 0.97,
+        "mirrored": False,
+        "speed": 1.0,
+        "spans": [span],
+    }
+    output = VideoOutput({"fingerprint_samples": 30, "duplicates": [found]})
+    data = done_message_data(dataclasses.replace(result, outputs={"duplicates": output}))
+    assert data["duplicates"] == [
+        {"video_id": "original", "score": 0.97, "mirrored": False, "spans": [span]}
+    ]

@@ -50,7 +50,7 @@ def _read(chunk: Chunk) -> Chunk:
 def test_a_declared_field_of_a_new_image_stage_is_kept_beside_ocr() -> None:
     plain = Pipeline.from_config(ServiceConfig.load())
     lineage = Pipeline((*plain.stages, _PixelVector())).lineage
-    assert lineage.analysed_fields == ("ocr_lines", "labels", "qr", "embedding")
+    assert lineage.analysed_fields == ("ocr_lines", "labels", "qr", "fingerprint", "embedding")
     chunk = _chunk()
     ocr = _read(_copy(chunk))
     (vectors,) = _PixelVector().process_batch([_copy(chunk)])
@@ -105,7 +105,7 @@ class _Brightness(Stage[Chunk, Chunk]):
 def test_an_output_that_is_no_frame_field_is_merged_in_extras() -> None:
     plain = Pipeline.from_config(ServiceConfig.load())
     lineage = Pipeline((*plain.stages, _Brightness())).lineage
-    assert lineage.analysed_fields == ("ocr_lines", "labels", "qr", "brightness")
+    assert lineage.analysed_fields == ("ocr_lines", "labels", "qr", "fingerprint", "brightness")
     chunk = _chunk()
     ocr = _read(_copy(chunk))
     (bright,) = _Brightness().process_batch([_copy(chunk)])

@@ -24,7 +24,13 @@ def test_a_local_ray_runs_every_cpu_stage_in_one_replica_per_core() -> None:
     assert decode.num_cpus is not None
     assert 4 * decode.num_cpus + 0.05 <= 4
     assert decode.num_cpus >= 0.9
-    assert config.ray.fused == {"ocr", "labels", "qr", "embed"}  # the image embedder is off
+    assert config.ray.fused == {
+        "ocr",
+        "labels",
+        "qr",
+        "fingerprint",
+        "embed",
+    }  # the image embedder is off
     assert config.kafka.max_in_flight == 5
     assert config.runtime.videos_decoding == 4
 
@@ -40,7 +46,7 @@ def test_what_the_user_set_wins_over_the_profile(monkeypatch: pytest.MonkeyPatch
     assert config.kafka.max_in_flight == 2  # from the environment
     assert config.runtime.videos_decoding == 1
     assert not config.ray.ocr.fuse  # a pool the user sized keeps its pool
-    assert config.ray.fused == {"labels", "qr", "embed"}
+    assert config.ray.fused == {"labels", "qr", "fingerprint", "embed"}
     decode = config.ray.decode
     assert decode.num_cpus is not None
     # The OCR pool's two replicas (0.8 CPU each, as the stage declares) come off the cores.

@@ -174,6 +174,7 @@ def test_pools_start_from_the_stages_declarations(tmp_path: Path) -> None:
         "ocr": {"num_cpus": 0.8, "num_gpus": 0.0},
         "labels": {"num_cpus": 0.2, "num_gpus": 0.0},
         "qr": {"num_cpus": 0.05, "num_gpus": 0.0},
+        "fingerprint": {"num_cpus": 0.02, "num_gpus": 0.0},
         "vlm": {"num_cpus": 0.5, "num_gpus": 0.0},
         "embed": {"num_cpus": 0.3, "num_gpus": 0.0},
     }
@@ -191,7 +192,7 @@ def test_an_image_embedder_gets_a_pool_of_its_own_or_fuses(tmp_path: Path) -> No
         ray={"image_embed": {"num_cpus": 2.0, "max_batch_size": 8}},
     )
     stages = later_stages(Pipeline.from_config(config))
-    assert list(stages) == ["ocr", "labels", "qr", "image_embed", "embed"]
+    assert list(stages) == ["ocr", "labels", "qr", "fingerprint", "image_embed", "embed"]
     options = deployment_options(
         "image_embed", stages["image_embed"].resources, config.ray.image_embed
     )

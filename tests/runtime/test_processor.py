@@ -538,14 +538,14 @@ def test_stage_versions_change_with_what_each_stage_reads(config: ServiceConfig)
     ocr_changed = Pipeline.from_config(with_stages(config, ocr_min_score=0.9)).lineage
     resampled = Pipeline.from_config(with_stages(config, sample_fps=3.0)).lineage
     # The labels and the QR codes read pixels too, not OCR's text: they are kept.
-    assert ocr_changed.reusable(base.versions) == frozenset({"labels", "qr"})
+    assert ocr_changed.reusable(base.versions) == frozenset({"labels", "qr", "fingerprint"})
     assert ocr_changed.versions["decode"] == base.versions["decode"]
     assert ocr_changed.versions["embed"] != base.versions["embed"]  # it reads OCR's text
     assert resampled.reusable(base.versions) == frozenset()
     framed = [s for s in base.versions if s != "speech"]  # speech reads the audio alone
     assert {resampled.versions[s] != base.versions[s] for s in framed} == {True}
     assert resampled.versions["speech"] == base.versions["speech"]
-    assert base.reusable(base.versions) == frozenset({"ocr", "labels", "qr"})
+    assert base.reusable(base.versions) == frozenset({"ocr", "labels", "qr", "fingerprint"})
 
 
 async def test_without_chunk_checkpoints_nothing_is_persisted_per_chunk(

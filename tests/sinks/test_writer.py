@@ -18,6 +18,7 @@ from core.records import VideoResult
 from devkit.services import free_port
 from models.embedding import E5Embedder
 from sinks.errors import SinkRejected, SinkUnavailable
+from sinks.fingerprints import LanceFingerprintSink
 from sinks.lance import LanceFrameSink, LanceSummarySink
 from sinks.lineup import sinks_from_settings
 from sinks.object_store import ResultDocumentSink
@@ -41,10 +42,15 @@ def test_sinks_from_settings_builds_every_sink(tmp_path: Path) -> None:
         LanceFrameSink,
         ResultDocumentSink,
         LanceSegmentSink,
+        LanceFingerprintSink,
         LanceSummarySink,
     ]
     searched = sinks_from_settings(local_settings(tmp_path), text_model=E5Embedder())
-    assert [type(s) for s in searched][3:] == [LanceSearchIndex, LanceSummarySink]
+    assert [type(s) for s in searched][3:] == [
+        LanceSearchIndex,
+        LanceFingerprintSink,
+        LanceSummarySink,
+    ]
 
 
 def wait_for(check: Callable[[], bool], what: str) -> None:
@@ -105,7 +111,8 @@ def test_a_failed_part_costs_only_the_part(tmp_path: Path) -> None:
 def test_several_submits_make_one_commit_per_table(tmp_path: Path) -> None:
     settings = local_settings(tmp_path, writer_batch_videos=8, writer_flush_s=30.0)
     writer = SinkWriter.from_settings(settings)
-    frames, documents, segments, videos = writer.sinks
+    frames, documents, segments, fingerprints, videos = writer.sinks
+    assert isinstance(fingerprints, LanceFingerprintSink)
     assert isinstance(frames, LanceFrameSink)
     assert isinstance(videos, LanceSummarySink)
     assert isinstance(documents, ResultDocumentSink)
@@ -125,6 +132,7 @@ def test_several_submits_make_one_commit_per_table(tmp_path: Path) -> None:
     assert videos.count_rows() == 9
     assert documents.read("default", "v3", "v1") is not None
     assert segments.table.version() == before + 1  # one commit for the batch here too
+    assert fingerprints.table.version() is None  # nothing hashed: no table, no commit
     assert writer.stats.last_batch_videos == 8
 
     writer.close()

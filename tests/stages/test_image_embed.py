@@ -82,7 +82,7 @@ def test_a_new_image_model_changes_its_version_and_nothing_else(
     base = Pipeline.from_config(config(image_embed_model=str(tiny_clip_dir))).lineage
     changed = Pipeline.from_config(config(image_embed_model=str(other))).lineage
     assert {s for s in base.versions if base.versions[s] != changed.versions[s]} == {"image_embed"}
-    assert changed.reusable(base.versions) == frozenset({"ocr", "labels", "qr"})
+    assert changed.reusable(base.versions) == frozenset({"ocr", "labels", "qr", "fingerprint"})
     assert changed.embeddings_reusable(base.versions)  # the embedder reads no pixels
     assert base.text_stages == frozenset({"ocr"})
     # Speed only: not part of the version.

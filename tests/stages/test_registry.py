@@ -157,14 +157,21 @@ def test_an_installed_package_adds_its_stages_and_configuration_turns_them_on(
     both = Pipeline.from_config(
         ServiceConfig.load(stages={"plugins": {"colour": {}, "colour_runs": {"min_run_s": 1}}})
     )
-    assert [stage.name for stage in both.image_stages] == ["ocr", "labels", "qr", "colour"]
+    assert [stage.name for stage in both.image_stages] == [
+        "ocr",
+        "labels",
+        "qr",
+        "fingerprint",
+        "colour",
+    ]
     assert [stage.name for stage in both.video_stages] == [
         "shot_labels",
         "chapters",
         "review",
+        "duplicates",
         "colour_runs",
     ]
-    assert both.lineage.analysed_fields == ("ocr_lines", "labels", "qr", "colour")
+    assert both.lineage.analysed_fields == ("ocr_lines", "labels", "qr", "fingerprint", "colour")
     # Their versions are their own: the service's stages keep theirs.
     old, new = plain.lineage.versions, both.lineage.versions
     assert {name: new[name] for name in old} == old
@@ -185,8 +192,8 @@ def test_a_stage_reads_the_versions_of_the_stages_that_fill_what_it_reads(
     assert {k for k in base if base[k] != palette[k]} == {"colour", "colour_runs"}
     sampled = versions(sample_fps=2.0)  # new pixels: every stage that reads them, and on
     assert {k for k in base if base[k] != sampled[k]} == {
-        "decode", "ocr", "labels", "qr", "embed", "colour", "colour_runs", "shot_labels",
-        "chapters", "review",
+        "decode", "ocr", "labels", "qr", "fingerprint", "embed", "colour", "colour_runs",
+        "shot_labels", "chapters", "review", "duplicates",
     }  # fmt: skip
     ocr = versions(ocr_min_score=0.7)  # the text: what embeds it and chapters it, not colours
     assert {k for k in base if base[k] != ocr[k]} == {"ocr", "embed", "chapters", "review"}

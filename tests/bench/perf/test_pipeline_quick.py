@@ -101,7 +101,7 @@ def test_quick_bench_writes_json_png_and_markdown(tmp_path: Path) -> None:
     assert set(stream["stage_cpu_s_per_video"]) == {"ingest"}
     # ... and the CPU of the threads doing each stage's work, from the service's metrics.
     work = stream["stage_work_cpu_s_per_video"]
-    assert set(work) == {"fetch", "decode", "ocr", "labels", "qr", "embed"}
+    assert set(work) == {"fetch", "decode", "ocr", "labels", "qr", "fingerprint", "embed"}
     assert all(seconds > 0 for seconds in work.values())
     assert sum(work.values()) < stream["stage_cpu_s_per_video"]["ingest"] * 1.05
     # Every core had a process: the per-core run's processes each took a share of the videos.

@@ -15,7 +15,12 @@ from core.description import DESCRIPTION_PROMPT
 from core.review_settings import ReviewSettings
 from core.settings_base import settings_config
 from core.stage_names import DECODE, FETCH, FUSABLE
-from core.video_stage_settings import ChapterSettings, LabelSettings, SummarySettings
+from core.video_stage_settings import (
+    ChapterSettings,
+    DuplicateSettings,
+    LabelSettings,
+    SummarySettings,
+)
 
 
 class LimitSettings(BaseSettings):
@@ -130,6 +135,9 @@ class StageSettings(BaseSettings):
     summary: SummarySettings = SummarySettings()
     # Review labels with evidence: contact details, QR codes, terms (``ReviewSettings``).
     review: ReviewSettings = ReviewSettings()
+    # Re-uploads: frame hashes and the lookup of each video among those before it
+    # (``DuplicateSettings``).
+    duplicates: DuplicateSettings = DuplicateSettings()
     # Stages from other installed packages (the ``reelsense.stages`` entry points) to run, each
     # with its settings section (``{}`` for its defaults): name -> settings. An installed stage
     # not named here does not run.
@@ -167,6 +175,9 @@ class AsrSettings(BaseSettings):
     cpu_threads: int = Field(default=1, ge=1)  # CTranslate2 threads; size to the replica's CPUs
     vad_filter: bool = True  # decode only what Silero VAD hears as speech
     word_timestamps: bool = True  # word start/end times: measured ~5-10% more CPU per window
+    # Music, singing and speech events in each window (``models.audio_events``), also where
+    # nothing is said: about 0.0035 CPU-s per audio second, a few percent of Whisper's.
+    audio_events: bool = True
     # Audio per call, and per checkpoint: Whisper sees 30 s at most.
     window_s: float = Field(default=30.0, gt=0, le=30.0)
 
@@ -216,6 +227,8 @@ class RaySettings(BaseSettings):
     ocr: PoolSettings = PoolSettings()
     labels: PoolSettings = PoolSettings()
     qr: PoolSettings = PoolSettings()
+    fingerprint: PoolSettings = PoolSettings()
+    detect: PoolSettings = PoolSettings()
     vlm: PoolSettings = PoolSettings()
     image_embed: PoolSettings = PoolSettings()
     embed: PoolSettings = PoolSettings()

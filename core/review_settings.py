@@ -60,7 +60,25 @@ class ReviewSettings(BaseModel):
     # file is read again without a restart. None: no terms.
     terms_dir: str | None = None
     terms_check_s: float = Field(default=5.0, ge=0)  # how often the lists are looked at
+    # Visual detectors run on every sample that keeps its pixels (the ``detect`` frames
+    # stage): ``faces`` (CenterFace; its faces are counted per shot, never a finding) and
+    # those installed packages add (``reelsense.detectors`` entry points). Off by default:
+    # ``faces`` costs about 73 CPU ms a 720p sample.
+    detectors: tuple[str, ...] = ()
+    face_threshold: float = Field(default=0.5, gt=0, le=1)  # the least score a face counts at
+    # Which detectors' labels are ``visual`` findings: detector -> label -> weight (0 to 1);
+    # a finding's confidence is the detection's score times its weight. A label left out is
+    # only recorded with its sample, never a finding (so are faces).
+    visual_labels: dict[str, dict[str, float]] = {}
     max_evidence: int = Field(default=20, ge=1)  # per category, the strongest first
+
+    @model_validator(mode="after")
+    def _weights(self) -> ReviewSettings:
+        for detector, labels in self.visual_labels.items():
+            for label, weight in labels.items():
+                if not 0 < weight <= 1:
+                    raise ValueError(f"visual_labels.{detector}.{label}: {weight} is not in (0, 1]")
+        return self
 
     def thresholds_for(self, tenant: str, category: ReviewCategory) -> Thresholds:
         own = self.tenant_thresholds.get(tenant, {})

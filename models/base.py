@@ -13,9 +13,10 @@ import asyncio
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -128,6 +129,40 @@ class VlmEngine(ModelEngine):
         """``caption`` for a caller on an event loop: in a worker thread, unless the engine
         has an async engine of its own (vLLM's, batching requests continuously)."""
         return await asyncio.to_thread(self.caption, images, prompt, max_new_tokens, schema)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One thing a visual detector found: its label (the detector's own words: ``face``,
+    ``EXPOSED_BREAST_F``), how sure it is (0 to 1) and its box ``(x0, y0, x1, y1)`` in the
+    frame's pixels."""
+
+    label: str
+    score: float
+    box: tuple[float, float, float, float]
+
+
+@runtime_checkable
+class VisualDetector(Protocol):
+    """Finds labelled boxes in a frame: faces, nudity, weapons. The built-in ``faces``
+    (``models.faces``) is one; a package adds others through the entry-point group
+    ``reelsense.detectors`` (``models.detectors``). Like an engine: ``model_id`` is known
+    before ``load()``, ``load()`` runs once in the worker, ``close()`` frees the weights."""
+
+    @property
+    def name(self) -> str:
+        """Short and snake_case: it names the detector in the results and the settings."""
+
+    @property
+    def model_id(self) -> str:
+        """A stable name of the weights and library; it feeds the pipeline version."""
+
+    def load(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def detect(self, image: Image) -> list[Detection]:
+        """What is found in an RGB ``H x W x 3`` uint8 image; [] where nothing is."""
 
 
 def require_rgb(image: object) -> Image:

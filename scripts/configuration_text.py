@@ -101,6 +101,10 @@ UNCOMMENTED: dict[str, str] = {
     "ray.ocr": "The OCR pool.",
     "ray.labels": "The labels stage's pool (ImageNet labels per sample).",
     "ray.qr": "The QR stage's pool (the QR codes in each sample, for review).",
+    "ray.fingerprint": "The fingerprint stage's pool (a perceptual hash of each sample, for "
+    "re-uploads).",
+    "ray.detect": "The detect stage's pool (faces and plug-in detectors in each sample, for "
+    "review).",
     "ray.vlm": "The VLM pool (GPU workers on a cluster); a stage with GPUs cannot fuse.",
     "ray.image_embed": "The image embedder's pool.",
     "ray.embed": "The text embedder's pool.",
@@ -198,6 +202,7 @@ SECTION_TITLES = {
     "SummarySettings": "Summary fields",
     "ReviewSettings": "Review fields",
     "Thresholds": "Review threshold fields",
+    "DuplicateSettings": "Re-upload fields",
 }
 
 
@@ -206,6 +211,7 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
     title and where it is used."""
     from core.config import (
         ChapterSettings,
+        DuplicateSettings,
         LabelSettings,
         PoolSettings,
         ReviewSettings,
@@ -218,7 +224,8 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
         (
             PoolSettings,
             "Stage pool fields",
-            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.labels`, `ray.qr`, `ray.vlm`, "
+            "Each of `ray.fetch`, `ray.decode`, `ray.ocr`, `ray.labels`, `ray.qr`, "
+            "`ray.fingerprint`, `ray.detect`, `ray.vlm`, "
             "`ray.image_embed` and `ray.embed` holds these fields; in the environment the "
             "whole pool is one JSON object (`REELSENSE_RAY_OCR='{\"num_cpus\": 1}'`). "
             "`ray.fetch` is not read: fetching runs in the ingest replicas, which take "
@@ -253,6 +260,12 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
             SECTION_TITLES["Thresholds"],
             "Each category of `stages.review.thresholds` (`contact`, `qr`, `terms`, `visual`), "
             "and of each tenant's in `stages.review.tenant_thresholds`, holds these fields.",
+        ),
+        (
+            DuplicateSettings,
+            SECTION_TITLES["DuplicateSettings"],
+            "`stages.duplicates` holds these fields; in the environment the section is one "
+            "JSON object (`REELSENSE_STAGES_DUPLICATES='{\"across_tenants\": true}'`).",
         ),
         (
             WebhookSubscription,

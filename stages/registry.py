@@ -25,8 +25,11 @@ from core.records import FRAME_FIELDS
 from stages.base import PIXELS, Fusion, Stage, StageKind, VideoStage
 from stages.chapters import ChaptersStage
 from stages.decode import DecodeSampleStage
+from stages.detect import DetectStage
+from stages.duplicates import DuplicatesStage
 from stages.embed import EmbedStage
 from stages.fetch import FetchProbeStage
+from stages.fingerprint import FingerprintStage
 from stages.image_embed import ImageEmbedStage
 from stages.labels import LabelsStage, ShotLabelsStage
 from stages.ocr import OcrStage
@@ -49,6 +52,8 @@ BUILT_IN: tuple[StageClass, ...] = (
     OcrStage,
     LabelsStage,
     QrStage,
+    FingerprintStage,
+    DetectStage,
     VlmStage,
     ImageEmbedStage,
     EmbedStage,
@@ -57,6 +62,7 @@ BUILT_IN: tuple[StageClass, ...] = (
     ChaptersStage,
     SummaryStage,
     ReviewStage,
+    DuplicatesStage,
 )
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{1,39}")

@@ -9,7 +9,12 @@ score with its evidence (where, when, what, and the frame and box where there is
 - ``qr``: QR codes shown in the frames (the ``qr`` frames stage), whatever they hold;
 - ``terms``: the operator's term lists (``stages.review.terms_dir``), in on-screen text, speech
   and the VLM's descriptions, matched on normalised text;
-- ``visual``: the safety labels of the VLM's descriptions, where a VLM runs.
+- ``visual``: the safety labels of the VLM's descriptions, where a VLM runs, and what the
+  visual detectors (the ``detect`` frames stage) find under the labels
+  ``stages.review.visual_labels`` names, with the box (a nudity detector's ``EXPOSED_*``).
+
+Faces (the ``faces`` detector) are no finding: they are counted per shot (``faces``: the most
+seen in one sample of each shot), for a reviewer to know who is on screen and when.
 
 A category's score is the chance that at least one of its findings is right (each finding's
 confidence, combined as independent: ``1 - prod(1 - c)``, over distinct values and sources),
@@ -23,6 +28,7 @@ stage have them).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,13 +39,15 @@ from core.config import ReviewSettings, ServiceConfig
 from core.outputs import OutputSegment, VideoOutput
 from core.records import Frame, VideoResult
 from core.review_settings import REVIEW_CATEGORIES, Decision, ReviewCategory
+from core.shots import video_shots
 from core.spans import text_spans
-from core.stage_names import QR, REVIEW
+from core.stage_names import DETECT, QR, REVIEW
+from models.detectors import FACES
 from stages.base import VideoStage
 from stages.review_text import TermLists, TextHit, find_contacts
 
 # Bump when the rules change what is found or how it is scored.
-RULES_REVISION = 1
+RULES_REVISION = 2
 # A QR code shown is itself a way off the platform, whatever it holds.
 _QR_CONFIDENCE = 0.9
 # The VLM's safety labels carry no score of their own.
@@ -83,7 +91,7 @@ class ReviewStage(VideoStage):
     """Scores ``contact``, ``qr``, ``terms`` and ``visual`` with their evidence, and decides."""
 
     name = REVIEW
-    reads = ("ocr_lines", "speech", QR, "description")
+    reads = ("ocr_lines", "speech", QR, DETECT, "description")
     segment_kinds = ("review",)
     searchable = ("review",)
 
@@ -102,7 +110,7 @@ class ReviewStage(VideoStage):
         # The term lists are read again when they change, without a new version: a list
         # changed applies to the videos analysed from then on.
         settings = self._settings.model_dump(
-            mode="json", include={"thresholds", "tenant_thresholds"}
+            mode="json", include={"thresholds", "tenant_thresholds", "visual_labels"}
         )
         return {**settings, "rules": RULES_REVISION, "max_evidence": self._settings.max_evidence}
 
@@ -112,8 +120,15 @@ class ReviewStage(VideoStage):
             *self._said(result),
             *_qr_codes(result.frames, result.probe.duration_s),
             *_described(result.frames, result.probe.duration_s),
+            *_detected(result.frames, result.probe.duration_s, self._settings.visual_labels),
         ]
-        return self.judged(findings, result.ref.tenant)
+        judged = self.judged(findings, result.ref.tenant)
+        if FACES not in self._settings.detectors or all(
+            frame.output(DETECT) is None for frame in result.frames
+        ):
+            return judged
+        faces = _faces_per_shot(result.frames, result.probe.duration_s)
+        return VideoOutput({**judged.data, "faces": faces}, judged.segments)
 
     def judged(self, findings: Sequence[Finding], tenant: str) -> VideoOutput:
         """The categories' scores and decisions from ``findings``, and the video's decision."""
@@ -234,6 +249,47 @@ def _described(frames: Sequence[Frame], duration_s: float) -> Iterable[Finding]:
                 confidence=_VLM_CONFIDENCE,
                 frame_s=frame.timestamp_s,
             )
+
+
+def _detected(
+    frames: Sequence[Frame], duration_s: float, labels: Mapping[str, Mapping[str, float]]
+) -> Iterable[Finding]:
+    """What the visual detectors found under a label ``labels`` weighs, one finding per
+    detection, its confidence the detection's score times the label's weight."""
+    ends = _sample_ends(frames, duration_s)
+    for frame in frames:
+        for found in frame.output(DETECT) or ():
+            weight = labels.get(str(found["detector"]), {}).get(str(found["label"]))
+            if weight is None:
+                continue
+            x0, y0, x1, y1 = (float(v) for v in found["box"])
+            yield Finding(
+                category="visual",
+                kind=str(found["label"]),
+                source=str(found["detector"]),
+                value=str(found["label"]),
+                text="",
+                start_s=frame.timestamp_s,
+                end_s=ends.get(frame.timestamp_s, frame.timestamp_s),
+                confidence=float(found["score"]) * weight,
+                frame_s=frame.timestamp_s,
+                box=((x0, y0), (x1, y0), (x1, y1), (x0, y1)),
+            )
+
+
+def _faces_per_shot(frames: Sequence[Frame], duration_s: float) -> list[dict[str, Any]]:
+    """Each shot with the most faces one of its samples shows (0 where none does)."""
+    shots = video_shots(frames, duration_s)
+    starts = [shot.start_s for shot in shots]
+    most = [0] * len(shots)
+    for frame in frames:
+        faces = sum(1 for found in frame.output(DETECT) or () if found["detector"] == FACES)
+        shot = max(bisect_right(starts, frame.timestamp_s) - 1, 0)
+        most[shot] = max(most[shot], faces)
+    return [
+        {"shot": shot.index, "start_s": shot.start_s, "end_s": shot.end_s, "max_faces": n}
+        for shot, n in zip(shots, most, strict=True)
+    ]
 
 
 def _sample_ends(frames: Sequence[Frame], duration_s: float) -> dict[float, float]:

@@ -38,4 +38,4 @@ def test_fusable_is_what_the_stages_declare() -> None:
             assert not cls.resources.gpus, cls.name
             assert cls.name in RaySettings.model_fields  # a pool whose ``fuse`` it reads
     per_core = {cls.name for cls in stages if cls.fusion is Fusion.PER_CORE}
-    assert per_core == {"ocr", "labels", "qr", "image_embed", "embed"}
+    assert per_core == {"ocr", "labels", "qr", "fingerprint", "detect", "image_embed", "embed"}

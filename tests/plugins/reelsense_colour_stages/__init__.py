@@ -5,6 +5,8 @@ beside this one), turned on by configuration (``stages.plugins``).
 - ``colour`` (frames): the name of each sample's dominant colour, from its pixels.
 - ``colour_runs`` (video): the stretches of the video whose samples share a colour, as
   searchable segments of kind ``colour_run`` ("blue screen from 2.0 s to 4.0 s").
+
+And a visual detector (``squares``), found through the ``reelsense.detectors`` entry points.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def _index(config: ServiceConfig) -> LanceSearchIndex:
     from sinks.search import LanceSearchIndex
 
     stages = config.stages
-    embedder = text_embedder(stages.embed_model, threads=stages.embed_threads)
+    embedder = text_embedder(stages.embed.model, threads=stages.embed.threads)
     embedder.load()
     images = None
     if (image_model := image_embedder(stages)) is not None:

@@ -354,7 +354,7 @@ def _reindex(args: argparse.Namespace) -> int:
 
     config = ServiceConfig.load(args.config)
     stages = config.stages
-    model = text_embedder(stages.embed_model, threads=stages.embed_threads)
+    model = text_embedder(stages.embed.model, threads=stages.embed.threads)
     index = LanceSearchIndex.from_settings(config.storage, model)
     index.open()
     try:

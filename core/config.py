@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings
 
 from core.api_settings import ApiSettings, InsecureConfig
 from core.config_sources import FILE, OVERRIDE, sources_of
+from core.frame_stage_settings import EmbedSettings, ImageEmbedSettings, OcrSettings, VlmSettings
 from core.pipeline_settings import (
     AsrSettings,
     LimitSettings,
@@ -31,6 +32,7 @@ from core.pipeline_settings import (
 from core.records import BULK_LANE
 from core.review_settings import ReviewSettings
 from core.settings_base import settings_config
+from core.settings_renames import current_names
 from core.video_stage_settings import (
     ChapterSettings,
     DuplicateSettings,
@@ -44,11 +46,14 @@ __all__ = [
     "BackfillSettings",
     "ChapterSettings",
     "DuplicateSettings",
+    "EmbedSettings",
+    "ImageEmbedSettings",
     "InsecureConfig",
     "KafkaSettings",
     "LabelSettings",
     "LimitSettings",
     "NotifySettings",
+    "OcrSettings",
     "PoolSettings",
     "RaySettings",
     "RedisSettings",
@@ -58,6 +63,7 @@ __all__ = [
     "StageSettings",
     "StorageSettings",
     "SummarySettings",
+    "VlmSettings",
     "WebhookSubscription",
 ]
 
@@ -367,8 +373,10 @@ class ServiceConfig(BaseModel):
             loaded = yaml.safe_load(Path(path).read_text()) or {}
             if not isinstance(loaded, dict):
                 raise ValueError(f"{path}: expected a mapping of sections")
-            sections.update(loaded)
+            # Old names in their new places, here already, so that sources name the new ones.
+            sections.update({name: current_names(name, values) for name, values in loaded.items()})
         from_file = dict(sections)
+        overrides = {name: current_names(name, values) for name, values in overrides.items()}
         for name, values in overrides.items():
             sections[name] = {**sections.get(name, {}), **values}
         built: dict[str, Any] = {}

@@ -6,14 +6,16 @@ recognition do, how the stages' pools run on Ray and how videos are orchestrated
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
-from pydantic_settings import BaseSettings
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from core.description import DESCRIPTION_PROMPT
+from core.frame_stage_settings import EmbedSettings, ImageEmbedSettings, OcrSettings, VlmSettings
 from core.review_settings import ReviewSettings
 from core.settings_base import settings_config
+from core.settings_renames import RenamedKeysSource, move_renamed
 from core.stage_names import DECODE, FETCH, FUSABLE
 from core.video_stage_settings import (
     ChapterSettings,
@@ -96,37 +98,14 @@ class StageSettings(BaseSettings):
     # decode at once; more shortens one video's decode on an idle machine; 0: one per core, 4
     # at most. Speed only: not part of the pipeline version.
     decode_threads: int = Field(default=1, ge=0)
-    ocr_det_limit_side: int = 640
-    ocr_min_score: float = 0.5
-    ocr_threads: int = 1
-    # use-multilingual-v3 (16 languages, numpy) or multilingual-e5-small (about 100, a C
-    # engine), both bundled; all-MiniLM-L6-v2 (English; the ``st`` extra) or a
-    # sentence-transformers model folder. See the README's search figures.
-    embed_model: str = "use-multilingual-v3"
-    embed_threads: int = 1
-    vlm_model: str | None = None  # off unless configured: a path or model id
-    vlm_engine: Literal["transformers", "vllm"] = "transformers"
-    # description: an answer in the JSON schema of ``core.description``, by constrained
-    # decoding; caption: one sentence of free text.
-    vlm_output: Literal["description", "caption"] = "description"
-    # shots: the first sample of each shot (every sample when shot detection is off);
-    # samples: every sample analysed.
-    vlm_scope: Literal["shots", "samples"] = "shots"
-    vlm_prompt: str = "Describe this video frame in one sentence."  # captions
-    vlm_description_prompt: str = DESCRIPTION_PROMPT
-    vlm_max_new_tokens: int = 32  # captions
-    # Enough for any answer a real model gives (tens of tokens); one cut short is recorded
-    # as no description.
-    vlm_description_max_tokens: int = Field(default=512, ge=64)
-    # Pixels per frame the VLM sees (Qwen2-VL resizes to fit); None keeps the model's default.
-    vlm_max_pixels: int | None = Field(default=None, ge=28 * 28 * 4)
-    vlm_batch_size: int = Field(default=8, ge=1)  # frames per generate call (transformers engine)
-    vlm_threads: int = Field(default=1, ge=1)  # torch CPU threads (transformers engine)
-    # A CLIP or SigLIP folder (transformers ``save_pretrained``): a vector per analysed frame
-    # from its pixels, so frames without text are found by a text query. Off unless set.
-    image_embed_model: str | None = None
-    image_embed_batch_size: int = Field(default=16, ge=1)  # frames per forward pass
-    image_embed_threads: int = Field(default=1, ge=1)  # torch CPU threads
+    # The text on screen (``OcrSettings``).
+    ocr: OcrSettings = OcrSettings()
+    # The text embedder of on-screen text, speech and queries (``EmbedSettings``).
+    embed: EmbedSettings = EmbedSettings()
+    # A VLM describing each shot's keyframe (``VlmSettings``; off unless its model is set).
+    vlm: VlmSettings = VlmSettings()
+    # A vector per frame from its pixels (``ImageEmbedSettings``; off unless its model is set).
+    image_embed: ImageEmbedSettings = ImageEmbedSettings()
     # What is in the picture, on CPU: ImageNet labels per sample and per shot (``LabelSettings``).
     labels: LabelSettings = LabelSettings()
     # Chapters from the transcript and the text on screen (``ChapterSettings``).
@@ -142,6 +121,30 @@ class StageSettings(BaseSettings):
     # with its settings section (``{}`` for its defaults): name -> settings. An installed stage
     # not named here does not run.
     plugins: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The old flat names of this release's sections, moved within each source, before the
+        # sources are merged (``core.settings_renames``).
+        return (
+            RenamedKeysSource(init_settings),
+            RenamedKeysSource(env_settings),
+            dotenv_settings,
+            file_secret_settings,
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        # A model validated from a mapping (``ServiceConfig(stages={...})``) reads no source.
+        return move_renamed(data) if isinstance(data, Mapping) else data
 
 
 # A language as Whisper names it: ISO 639-1 ("en", "zh"), or three letters ("haw", "yue").

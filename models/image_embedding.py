@@ -22,12 +22,12 @@ from models.fingerprint import content_id
 
 def image_embedder(settings: StageSettings) -> ClipEmbedder | None:
     """The engine ``settings`` ask for (not loaded yet); None when image embeddings are off."""
-    if not settings.image_embed_model:
+    if not settings.image_embed.model:
         return None
     return ClipEmbedder(
-        settings.image_embed_model,
-        threads=settings.image_embed_threads,
-        batch_size=settings.image_embed_batch_size,
+        settings.image_embed.model,
+        threads=settings.image_embed.threads,
+        batch_size=settings.image_embed.batch_size,
     )
 
 

@@ -301,9 +301,9 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError as exc:
         raise ModelUnavailable(
-            "vlm_engine='vllm' needs vLLM, which is not installed here: install the "
+            "stages.vlm.engine='vllm' needs vLLM, which is not installed here: install the "
             "`vllm` extra (pip install 'reelsense[vllm]') on a GPU node, or use "
-            "vlm_engine='transformers'"
+            "stages.vlm.engine='transformers'"
         ) from exc
     return vllm
 
@@ -328,14 +328,14 @@ def _sampling(max_new_tokens: int, schema: Mapping[str, Any] | None) -> Any:
 def engine_for(settings: StageSettings, *, continuous: bool = False) -> VlmEngine:
     """The engine ``settings`` ask for (not loaded yet). ``continuous``: vLLM's async engine,
     for a caller that sends each chunk as it comes (a pool) rather than in batches."""
-    if not settings.vlm_model:
-        raise ModelLoadError("no VLM configured (stages.vlm_model is empty)")
-    if settings.vlm_engine == "vllm":
+    if not settings.vlm.model:
+        raise ModelLoadError("no VLM configured (stages.vlm.model is empty)")
+    if settings.vlm.engine == "vllm":
         engine = AsyncVllmVlmEngine if continuous else VllmVlmEngine
-        return engine(settings.vlm_model, max_pixels=settings.vlm_max_pixels)
+        return engine(settings.vlm.model, max_pixels=settings.vlm.max_pixels)
     return TransformersVlmEngine(
-        settings.vlm_model,
-        max_pixels=settings.vlm_max_pixels,
-        batch_size=settings.vlm_batch_size,
-        threads=settings.vlm_threads,
+        settings.vlm.model,
+        max_pixels=settings.vlm.max_pixels,
+        batch_size=settings.vlm.batch_size,
+        threads=settings.vlm.threads,
     )

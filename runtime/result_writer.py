@@ -38,7 +38,7 @@ class FencedResultWriter:
 
     def __init__(self, config: ServiceConfig) -> None:
         stages = config.stages
-        text_model = text_embedder(stages.embed_model, threads=stages.embed_threads)
+        text_model = text_embedder(stages.embed.model, threads=stages.embed.threads)
         image_model = image_embedder(stages)
         storage = config.storage
         # Every process and cluster on these tables brings its own writer: the lease lets

@@ -84,16 +84,6 @@ UNCOMMENTED: dict[str, str] = {
     "stages.sample_fps": "Samples per second of video (`fps` and `shots` modes).",
     "stages.shot_gradual_change": "How far, on the same 0-255 scale, a dissolve or fade must "
     "move the picture from where it began to count as a shot boundary (see `stages.shots`).",
-    "stages.ocr_det_limit_side": "The OCR detector's input size: a frame is scaled so that its "
-    "long side is at most this many pixels.",
-    "stages.ocr_min_score": "OCR lines read with a lower confidence are dropped.",
-    "stages.ocr_threads": "onnxruntime threads of the OCR engine; size it to the CPUs a "
-    "replica is granted. Speed only: not part of the pipeline version.",
-    "stages.embed_threads": "Threads of the text embedder. Speed only: not part of the "
-    "pipeline version.",
-    "stages.vlm_engine": "`transformers` (CPU or GPU) or `vllm` (GPU workers, the `vllm` extra).",
-    "stages.vlm_description_prompt": "The prompt that asks for a description in the JSON "
-    "schema of `core.description` (by default `core.description.DESCRIPTION_PROMPT`).",
     "ray.namespace": "The Ray namespace of the service's actors and Serve applications.",
     "ray.write_timeout_s": "The deadline of one write to the sink writer (see `call_timeout_s`).",
     "ray.decode": "The ingest replicas: fetching, probing and decoding, with speech "
@@ -139,6 +129,16 @@ UNCOMMENTED: dict[str, str] = {
     "runtime.chunks_in_flight_per_video": "Chunks of one video in the stages at once.",
     "runtime.metrics_host": "The address of the metrics endpoint (`metrics_port`); `0.0.0.0` "
     "to be scraped from other machines.",
+    "OcrSettings.det_limit_side": "The OCR detector's input size: a frame is scaled so that its "
+    "long side is at most this many pixels.",
+    "OcrSettings.min_score": "OCR lines read with a lower confidence are dropped.",
+    "OcrSettings.threads": "onnxruntime threads of the OCR engine; size it to the CPUs a "
+    "replica is granted. Speed only: not part of the pipeline version.",
+    "EmbedSettings.threads": "Threads of the text embedder. Speed only: not part of the "
+    "pipeline version.",
+    "VlmSettings.engine": "`transformers` (CPU or GPU) or `vllm` (GPU workers, the `vllm` extra).",
+    "VlmSettings.description_prompt": "The prompt that asks for a description in the JSON "
+    "schema of `core.description` (by default `core.description.DESCRIPTION_PROMPT`).",
     "PoolSettings.num_cpus": "CPUs each replica reserves; None: what the stage declares.",
     "PoolSettings.num_gpus": "GPUs each replica reserves; None: what the stage declares.",
     "PoolSettings.memory_mb": "Memory (MiB) each replica reserves; None: what the stage "
@@ -195,8 +195,21 @@ eligible for recomputation.
 """
 
 
+#: What the sections that were flat fields of ``stages`` until this release say of the old
+#: names (``core.settings_renames``).
+_RENAMED = (
+    "Deprecated: the flat names of earlier releases (`stages.<section>_<field>`, as "
+    "`stages.ocr_min_score`, and their variables, as `REELSENSE_STAGES_OCR_MIN_SCORE`) are "
+    "still read in this release, each with a warning; a value given under both names is an "
+    "error."
+)
+
 #: The titles of the pages' sections for the settings models that are fields of a section.
 SECTION_TITLES = {
+    "OcrSettings": "OCR fields",
+    "EmbedSettings": "Text embedding fields",
+    "VlmSettings": "VLM fields",
+    "ImageEmbedSettings": "Image embedding fields",
     "LabelSettings": "Label fields",
     "ChapterSettings": "Chapter fields",
     "SummarySettings": "Summary fields",
@@ -212,10 +225,14 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
     from core.config import (
         ChapterSettings,
         DuplicateSettings,
+        EmbedSettings,
+        ImageEmbedSettings,
         LabelSettings,
+        OcrSettings,
         PoolSettings,
         ReviewSettings,
         SummarySettings,
+        VlmSettings,
         WebhookSubscription,
     )
     from core.review_settings import Thresholds
@@ -230,6 +247,31 @@ def nested_models() -> list[tuple[type[Any], str, str]]:
             "whole pool is one JSON object (`REELSENSE_RAY_OCR='{\"num_cpus\": 1}'`). "
             "`ray.fetch` is not read: fetching runs in the ingest replicas, which take "
             "`ray.decode`'s.",
+        ),
+        (
+            OcrSettings,
+            SECTION_TITLES["OcrSettings"],
+            "`stages.ocr` holds these fields; in the environment the section is one JSON object "
+            "(`REELSENSE_STAGES_OCR='{\"min_score\": 0.7}'`). " + _RENAMED,
+        ),
+        (
+            EmbedSettings,
+            SECTION_TITLES["EmbedSettings"],
+            "`stages.embed` holds these fields; in the environment the section is one JSON "
+            'object (`REELSENSE_STAGES_EMBED=\'{"model": "multilingual-e5-small"}\'`). ' + _RENAMED,
+        ),
+        (
+            VlmSettings,
+            SECTION_TITLES["VlmSettings"],
+            "`stages.vlm` holds these fields; in the environment the section is one JSON object "
+            '(`REELSENSE_STAGES_VLM=\'{"model": "/models/qwen2-vl"}\'`). ' + _RENAMED,
+        ),
+        (
+            ImageEmbedSettings,
+            SECTION_TITLES["ImageEmbedSettings"],
+            "`stages.image_embed` holds these fields; in the environment the section is one "
+            'JSON object (`REELSENSE_STAGES_IMAGE_EMBED=\'{"model": "/models/clip"}\'`). '
+            + _RENAMED,
         ),
         (
             LabelSettings,

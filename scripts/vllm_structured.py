@@ -41,7 +41,7 @@ from core.records import Image
 from models.vlm import AsyncVllmVlmEngine, VllmVlmEngine
 
 MAX_PIXELS = 28 * 28 * 4
-MAX_TOKENS = 512  # the VLM stage's default vlm_description_max_tokens
+MAX_TOKENS = 512  # the VLM stage's default stages.vlm.description_max_tokens
 _TORCHVISION_OPS: list[object] = []
 
 

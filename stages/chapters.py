@@ -102,7 +102,7 @@ class ChaptersStage(WithEngine[TextEmbeddingModel], VideoStage):
     @classmethod
     def build(cls, config: ServiceConfig) -> ChaptersStage | None:
         settings = config.stages.chapters
-        return cls(settings, config.stages.embed_model) if settings.enabled else None
+        return cls(settings, config.stages.embed.model) if settings.enabled else None
 
     def version_params(self) -> Mapping[str, object]:
         return {

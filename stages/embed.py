@@ -40,12 +40,12 @@ class EmbedStage(Stage[Chunk, Chunk]):
     def version_params(self) -> Mapping[str, object]:
         # The engine's id names the model and its release: a new embedder re-embeds every
         # video from its stored text (nothing is decoded again).
-        model = text_embedder(self._settings.embed_model).model_id
+        model = text_embedder(self._settings.embed.model).model_id
         return {"model": model, "normalized": True}
 
     def setup(self) -> None:
         settings = self._settings
-        embedder = text_embedder(settings.embed_model, threads=settings.embed_threads)
+        embedder = text_embedder(settings.embed.model, threads=settings.embed.threads)
         embedder.load()
         self._embedder = embedder
 

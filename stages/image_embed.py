@@ -16,7 +16,7 @@ class ImageEmbedStage(EngineStage[ImageEmbeddingModel]):
     """Fills ``frame.image_embedding`` for every frame that still has its pixels (a repeated
     sample takes its original's afterwards, as with every image stage).
 
-    Only built when ``settings.image_embed_model`` is set; the frames of every chunk in a
+    Only built when ``settings.image_embed.model`` is set; the frames of every chunk in a
     batch (possibly of different videos) go to the model together.
     """
 
@@ -24,18 +24,19 @@ class ImageEmbedStage(EngineStage[ImageEmbeddingModel]):
     reads = (PIXELS,)
     fills = ("image_embedding",)
     # A small CLIP on CPU; no memory is reserved unless a deployment sets
-    # ``ray.image_embed.memory_mb``. Size ``image_embed_threads`` to the CPUs a replica gets.
+    # ``ray.image_embed.memory_mb``. Size ``stages.image_embed.threads`` to the CPUs a replica
+    # gets.
     resources = Resources(cpus=0.5)
     fusion = Fusion.PER_CORE
 
     def __init__(self, settings: StageSettings) -> None:
-        if not settings.image_embed_model:
-            raise ValueError("ImageEmbedStage needs settings.image_embed_model")
+        if not settings.image_embed.model:
+            raise ValueError("ImageEmbedStage needs settings.image_embed.model")
         self._settings = settings
 
     @classmethod
     def build(cls, config: ServiceConfig) -> ImageEmbedStage | None:
-        return cls(config.stages) if config.stages.image_embed_model else None
+        return cls(config.stages) if config.stages.image_embed.model else None
 
     def new_engine(self) -> ImageEmbeddingModel:
         engine = image_embedder(self._settings)

@@ -18,8 +18,8 @@ class OcrStage(EngineStage[OcrEngine]):
     reads = (PIXELS,)
     fills = ("ocr_lines",)
     # Measured: ~430 MiB peak resident for a process reading 720p frames; no memory is
-    # reserved unless a deployment sets ``ray.ocr.memory_mb``. Size ``ocr_threads`` to the
-    # CPUs a replica is granted (onnxruntime oversubscribes otherwise).
+    # reserved unless a deployment sets ``ray.ocr.memory_mb``. Size ``stages.ocr.threads`` to
+    # the CPUs a replica is granted (onnxruntime oversubscribes otherwise).
     resources = Resources(cpus=0.8)
     fusion = Fusion.PER_CORE
 
@@ -32,9 +32,9 @@ class OcrStage(EngineStage[OcrEngine]):
 
     def new_engine(self) -> OcrEngine:
         return OcrEngine(
-            det_limit_side=self._settings.ocr_det_limit_side,
-            min_score=self._settings.ocr_min_score,
-            threads=self._settings.ocr_threads,
+            det_limit_side=self._settings.ocr.det_limit_side,
+            min_score=self._settings.ocr.min_score,
+            threads=self._settings.ocr.threads,
         )
 
     def version_params(self) -> Mapping[str, object]:
@@ -42,8 +42,8 @@ class OcrStage(EngineStage[OcrEngine]):
         return {
             "model": self.new_engine().model_id,
             "det_limit_type": "max",
-            "det_limit_side": self._settings.ocr_det_limit_side,
-            "min_score": self._settings.ocr_min_score,
+            "det_limit_side": self._settings.ocr.det_limit_side,
+            "min_score": self._settings.ocr.min_score,
         }
 
     def process_batch(self, items: Sequence[Chunk]) -> list[Chunk]:

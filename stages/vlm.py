@@ -3,7 +3,7 @@
 By default it describes the first sample of each shot (the shot's keyframe, the one with its
 thumbnail) in the JSON schema of ``core.description``, with constrained decoding: every
 answer parses, and its caption also becomes the frame's text for search. It can instead
-caption every sample in free text (``vlm_output``, ``vlm_scope``).
+caption every sample in free text (``stages.vlm.output``, ``stages.vlm.scope``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class VlmStage(Stage[Chunk, Chunk]):
     """Fills ``frame.description`` and ``frame.caption`` for the frames in scope that still
     have their pixels.
 
-    Only built when ``settings.vlm_model`` is set; frames of all chunks in a batch (possibly of
+    Only built when ``settings.vlm.model`` is set; frames of all chunks in a batch (possibly of
     different videos) are described together so the engine can batch them.
     """
 
@@ -41,30 +41,30 @@ class VlmStage(Stage[Chunk, Chunk]):
     fusion = Fusion.IF_SET
 
     def __init__(self, settings: StageSettings) -> None:
-        if not settings.vlm_model:
-            raise ValueError("VlmStage needs settings.vlm_model")
+        if not settings.vlm.model:
+            raise ValueError("VlmStage needs settings.vlm.model")
         self._settings = settings
         self._engine: VlmEngine | None = None
         self._continuous = False
 
     @classmethod
     def build(cls, config: ServiceConfig) -> VlmStage | None:
-        return cls(config.stages) if config.stages.vlm_model else None
+        return cls(config.stages) if config.stages.vlm.model else None
 
     def version_params(self) -> Mapping[str, object]:
         # The engine is part of the version: vLLM and transformers kernels differ numerically,
         # and greedy decoding can follow a different path from a tiny difference.
         s = self._settings
-        described = s.vlm_output == "description"
+        described = s.vlm.output == "description"
         return {
-            "model": s.vlm_model,
-            "engine": s.vlm_engine,
-            "output": s.vlm_output,
+            "model": s.vlm.model,
+            "engine": s.vlm.engine,
+            "output": s.vlm.output,
             "scope": self._scope,
-            "prompt": s.vlm_description_prompt if described else s.vlm_prompt,
+            "prompt": s.vlm.description_prompt if described else s.vlm.prompt,
             "schema": schema_digest() if described else None,
-            "max_new_tokens": s.vlm_description_max_tokens if described else s.vlm_max_new_tokens,
-            "max_pixels": s.vlm_max_pixels,
+            "max_new_tokens": s.vlm.description_max_tokens if described else s.vlm.max_new_tokens,
+            "max_pixels": s.vlm.max_pixels,
             "decoding": "greedy",
         }
 
@@ -73,7 +73,7 @@ class VlmStage(Stage[Chunk, Chunk]):
         """What is described: shot starts, or (without shot boundaries to go by) samples."""
         s = self._settings
         detects = s.shot_detection or s.sample_mode == "shots"
-        return "shots" if s.vlm_scope == "shots" and detects else "samples"
+        return "shots" if s.vlm.scope == "shots" and detects else "samples"
 
     def _in_scope(self, frame: Frame) -> bool:
         return self._scope == "samples" or frame.index == 0 or bool(frame.boundaries)
@@ -82,7 +82,7 @@ class VlmStage(Stage[Chunk, Chunk]):
     def batches_continuously(self) -> bool:
         """Whether the engine batches requests itself as they come (vLLM's async engine): a
         pool then sends it each chunk at once instead of gathering chunks into batches."""
-        return self._settings.vlm_engine == "vllm"
+        return self._settings.vlm.engine == "vllm"
 
     def serve_continuously(self) -> None:
         """Set up the async engine (``process_async``), before ``setup``."""
@@ -128,14 +128,14 @@ class VlmStage(Stage[Chunk, Chunk]):
     def _request(self) -> tuple[str, int, Mapping[str, object] | None]:
         """The prompt, token budget and schema (None for free text) of every request."""
         s = self._settings
-        if s.vlm_output == "description":
-            return s.vlm_description_prompt, s.vlm_description_max_tokens, description_schema()
-        return s.vlm_prompt, s.vlm_max_new_tokens, None
+        if s.vlm.output == "description":
+            return s.vlm.description_prompt, s.vlm.description_max_tokens, description_schema()
+        return s.vlm.prompt, s.vlm.max_new_tokens, None
 
     def _fill(self, frames: list[Frame], answers: list[str]) -> None:
         if len(answers) != len(frames):
             raise RuntimeError(f"{len(answers)} answers for {len(frames)} frames")
-        described = self._settings.vlm_output == "description"
+        described = self._settings.vlm.output == "description"
         for frame, answer in zip(frames, answers, strict=True):
             if not described:
                 frame.caption = answer
@@ -146,7 +146,7 @@ class VlmStage(Stage[Chunk, Chunk]):
                 log.warning(
                     "frame %d: the VLM's answer did not complete within %d tokens",
                     frame.index,
-                    self._settings.vlm_description_max_tokens,
+                    self._settings.vlm.description_max_tokens,
                 )
                 continue
             frame.description = description.model_dump()

@@ -37,13 +37,13 @@ def _measure(model: str, texts: int) -> dict[str, Any]:
     """Runs in its own process."""
     import numpy as np
 
-    from core.config import StageSettings
+    from core.config import EmbedSettings, StageSettings
     from core.records import Chunk, Frame, OcrLine
     from stages.embed import EmbedStage
 
     box = ((0.0, 0.0), (1.0, 0.0), (1.0, 1.0), (0.0, 1.0))
     started, cpu = time.monotonic(), time.process_time()
-    stage = EmbedStage(StageSettings(embed_model=model, embed_threads=1))
+    stage = EmbedStage(StageSettings(embed=EmbedSettings(model=model, threads=1)))
     stage.setup()
     setup_s, setup_cpu = time.monotonic() - started, time.process_time() - cpu
     after_setup = _high_water_mib()

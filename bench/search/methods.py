@@ -74,7 +74,7 @@ from stages.runner import SequentialRunner
 E5 = "multilingual-e5-small"
 USE = "use-multilingual-v3"
 MINILM = "all-MiniLM-L6-v2"
-DEFAULT = StageSettings().embed_model  # ``hybrid`` and ``full_text`` use the default model
+DEFAULT = StageSettings().embed.model  # ``hybrid`` and ``full_text`` use the default model
 METHODS = (
     *("minilm_frames", "minilm_vector", "e5_vector", "use_vector", "full_text"),
     *("hybrid_e5", "hybrid_use", "hybrid"),

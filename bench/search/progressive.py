@@ -129,7 +129,7 @@ async def run(workdir: Path, seconds: float, *, every_s: float | None = None) ->
             settings=config.runtime,
         )
         index = LanceSearchIndex.from_settings(
-            config.storage, text_embedder(config.stages.embed_model)
+            config.storage, text_embedder(config.stages.embed.model)
         )
         shown, done = captions(seconds), asyncio.Event()
         started = time.monotonic()

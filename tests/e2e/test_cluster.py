@@ -147,11 +147,7 @@ async def test_vlm_on_the_gpu_node_and_a_cpu_node_lost_mid_run(
     run = cluster_run
     vlm = build_tiny_qwen2_vl(tmp_path / "tiny-vlm")
     config = run.configure(
-        stages={
-            "vlm_model": str(vlm),
-            "vlm_output": "caption",
-            "vlm_max_new_tokens": 4,
-        }
+        stages={"vlm": {"model": str(vlm), "output": "caption", "max_new_tokens": 4}}
     )
     videos = write_videos(run.videos_dir, 6, seconds_per_scene=SECONDS_PER_SCENE)
     ids = sorted(videos)

@@ -29,7 +29,7 @@ async def test_eleven_events_end_to_end(service_run: ServiceRun, serve_apps: Non
     run, receiver = service_run, service_run.receiver
     # Each shot's keyframe described by a tiny random VLM, in a small pool of its own.
     vlm = build_tiny_qwen2_vl(run.videos_dir.parent / "tiny-vlm")
-    config = run.configure(stages={"vlm_model": str(vlm)}, ray={"vlm": {"num_cpus": 0.2}})
+    config = run.configure(stages={"vlm": {"model": str(vlm)}}, ray={"vlm": {"num_cpus": 0.2}})
     videos = write_videos(run.videos_dir, 7)
     # One of them cut at known times, with English and Chinese text and spoken sentences.
     (spoken,) = write_demo_videos(run.videos_dir, 1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config import StageSettings
+from core.config import ImageEmbedSettings, StageSettings
 from devkit.samples import render_frame
 from devkit.tiny_clip import build_tiny_clip
 from models.errors import InvalidImage, ModelLoadError
@@ -96,5 +96,5 @@ def test_a_frame_that_is_not_rgb_is_refused(engine: ClipEmbedder) -> None:
 
 def test_off_unless_a_model_is_configured(tiny_clip_dir: Path) -> None:
     assert image_embedder(StageSettings()) is None
-    made = image_embedder(StageSettings(image_embed_model=str(tiny_clip_dir)))
+    made = image_embedder(StageSettings(image_embed=ImageEmbedSettings(model=str(tiny_clip_dir))))
     assert isinstance(made, ClipEmbedder)

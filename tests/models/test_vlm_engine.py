@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config import StageSettings
+from core.config import StageSettings, VlmSettings
 from core.errors import PermanentError
 from devkit.samples import render_frame
 from devkit.tiny_vlm import SPECIAL_TOKENS, build_tiny_qwen2_vl, byte_level_tokenizer
@@ -137,11 +137,13 @@ def test_prompt_follows_the_qwen2_vl_chat_format() -> None:
 
 
 def test_engine_for_picks_the_configured_engine() -> None:
-    transformers_engine = engine_for(StageSettings(vlm_model="/models/qwen2-vl", vlm_batch_size=3))
+    transformers_engine = engine_for(
+        StageSettings(vlm=VlmSettings(model="/models/qwen2-vl", batch_size=3))
+    )
     assert isinstance(transformers_engine, TransformersVlmEngine)
     assert transformers_engine.batch_size == 3
     vllm_engine = engine_for(
-        StageSettings(vlm_model="Qwen/Qwen2-VL-2B-Instruct", vlm_engine="vllm")
+        StageSettings(vlm=VlmSettings(model="Qwen/Qwen2-VL-2B-Instruct", engine="vllm"))
     )
     assert isinstance(vllm_engine, VllmVlmEngine)
     assert vllm_engine.model_id == "Qwen/Qwen2-VL-2B-Instruct"

@@ -48,7 +48,7 @@ def test_production_config_loads_with_every_section() -> None:
     assert config.storage.lance_uri.startswith("s3://")
     assert config.runtime.executor == "ray"
     assert config.ray.vlm.num_gpus >= 1
-    assert config.stages.ocr_threads == int(config.ray.ocr.num_cpus)
+    assert config.stages.ocr.threads == int(config.ray.ocr.num_cpus)
     assert config.api.tenant_tokens == {}  # tokens come from the Secret, never from the file
 
 

@@ -68,5 +68,5 @@ def test_a_model_folder_mounted_on_the_gpu_workers_alone_is_caught() -> None:
             ]
     missing = {(group, setting) for group, setting, _ in unmounted(config, before)}
     assert ("cpu-workers", "asr.model_path") in missing
-    assert ("head", "stages.vlm_model") in missing
+    assert ("head", "stages.vlm.model") in missing
     assert not any(group == "gpu-workers" for group, _ in missing)

@@ -16,7 +16,7 @@ from ray import serve
 
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
-from core.config import ServiceConfig
+from core.config import EmbedSettings, ServiceConfig
 from core.records import LocalVideo, VideoRef
 from devkit.samples import Scene, write_video
 from devkit.tiny_vlm import build_tiny_qwen2_vl
@@ -34,16 +34,16 @@ pytestmark = pytest.mark.slow
 def fused_config(
     root: Path, redis_url: str, *, vlm: Path | None = None, decode_batch: int = 4
 ) -> ServiceConfig:
-    """OCR, QR reading and embeddings fused into the decoder; a tiny VLM in a pool of its own if
-    given. The labels are off: their pool would be one more on these cores, and they take OCR's
-    path."""
+    """OCR, QR reading, frame hashes and embeddings fused into the decoder; a tiny VLM in a
+    pool of its own if given. The labels are off: their pool would be one more on these cores,
+    and they take OCR's path."""
     stages: dict[str, Any] = {"labels": {"enabled": False}}
     if vlm:  # a caption of every sample: what the plumbing carries is checked frame by frame
-        stages |= {
-            "vlm_model": str(vlm),
-            "vlm_output": "caption",
-            "vlm_scope": "samples",
-            "vlm_max_new_tokens": 2,
+        stages["vlm"] = {
+            "model": str(vlm),
+            "output": "caption",
+            "scope": "samples",
+            "max_new_tokens": 2,
         }
     return ServiceConfig.load(
         redis={"url": redis_url, "key_prefix": f"fused-{root.name}"},
@@ -57,13 +57,14 @@ def fused_config(
         stages={
             "sample_fps": 2.0,
             "chunk_frames": 2,
-            "embed_model": "multilingual-e5-small",
+            "embed": {"model": "multilingual-e5-small"},
             **stages,
         },
         ray={
             "decode": {"num_cpus": 0.5, "max_batch_size": decode_batch},
             "ocr": {"fuse": True},
             "qr": {"fuse": True},
+            "fingerprint": {"fuse": True},
             "embed": {"fuse": True},
             **({"vlm": {"num_cpus": 0.3}} if vlm else {}),
         },
@@ -120,18 +121,18 @@ async def test_fused_stages_run_where_the_chunks_are_decoded(
         # No pool of their own: the pools application runs the decoder and the writer only.
         deployments = serve.status().applications[POOLS_APP].deployments
         assert set(deployments) == {INGEST, "sink-writer"}
-        assert executor.inline == {"ocr", "qr", "embed"}
+        assert executor.inline == {"ocr", "qr", "fingerprint", "embed"}
 
         # Each chunk arrives analysed and embedded, with no pixels left to fetch.
-        stream = executor.ingest(ref, inline=("ocr", "qr", "embed"))
+        stream = executor.ingest(ref, inline=("ocr", "qr", "fingerprint", "embed"))
         assert isinstance(await anext(stream), LocalVideo)
         tickets = [item async for item in stream]
         assert all(isinstance(t, FusedChunk) for t in tickets)  # no pixels to read
         assert [t.index for t in tickets] == [0, 1]
         fused = [t.fused for t in tickets if isinstance(t, FusedChunk)]
         for outputs in fused:
-            assert outputs.stages == {"ocr", "qr", "embed"}
-            assert set(outputs.seconds) == {"ocr", "qr", "embed"}
+            assert outputs.stages == {"ocr", "qr", "fingerprint", "embed"}
+            assert set(outputs.seconds) == {"ocr", "qr", "fingerprint", "embed"}
             assert all(f.image is None for f in outputs.chunk.frames)
         texts = [f.ocr_text for outputs in fused for f in outputs.chunk.frames]
         assert any("ALPHA" in text for text in texts), texts
@@ -157,7 +158,9 @@ async def test_fused_stages_run_where_the_chunks_are_decoded(
     # decoded (the source is gone); the embedder still runs in the ingest replica.
     model = shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tmp_path / "minilm-copy")
     new_embedder = config.model_copy(
-        update={"stages": config.stages.model_copy(update={"embed_model": str(model)})}
+        update={
+            "stages": config.stages.model_copy(update={"embed": EmbedSettings(model=str(model))})
+        }
     )
     source.unlink()
     executor = await deployed(new_embedder)
@@ -187,7 +190,7 @@ async def test_a_fused_stream_runs_ahead_and_stops_when_its_caller_leaves(
     executor = await deployed(config)
     try:
         before = sum((await ingest_calls("decode")).values())
-        stream = executor.ingest(ref, inline=("ocr", "qr", "embed"))
+        stream = executor.ingest(ref, inline=("ocr", "qr", "fingerprint", "embed"))
         assert isinstance(await anext(stream), LocalVideo)
         assert isinstance(await anext(stream), FusedChunk)
         deadline = asyncio.get_running_loop().time() + 60

@@ -13,7 +13,7 @@ import pytest
 
 from checkpoint.base import VideoState
 from checkpoint.redis_store import RedisCheckpointStore
-from core.config import ServiceConfig
+from core.config import EmbedSettings, ImageEmbedSettings, ServiceConfig
 from core.records import VideoRef
 from devkit.samples import Scene, write_video
 from devkit.tiny_clip import build_tiny_clip
@@ -41,7 +41,7 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
         stages={
             "sample_fps": 2.0,
             "chunk_frames": 2,
-            "image_embed_model": str(build_tiny_clip(root / "clip-a" / "tiny-clip")),
+            "image_embed": {"model": str(build_tiny_clip(root / "clip-a" / "tiny-clip"))},
         },
         runtime={"workdir": str(root / "work"), "executor": "local"},
     )
@@ -52,7 +52,7 @@ def with_stages(config: ServiceConfig, **changes: object) -> ServiceConfig:
 
 
 def image_rows(config: ServiceConfig, video_id: str) -> list[dict[str, Any]]:
-    model = ClipEmbedder(str(config.stages.image_embed_model)).model_id
+    model = ClipEmbedder(str(config.stages.image_embed.model)).model_id
     path = f"{config.storage.lance_uri}/{images_table_name(model)}.lance"
     rows: list[dict[str, Any]] = (
         lance.dataset(path).to_table(filter=f"video_id = '{video_id}'").to_pylist()
@@ -91,9 +91,8 @@ async def test_a_new_image_model_reembeds_frames_and_nothing_else(
     assert all(len(row["embedding"]) == 16 for row in first_vectors)
 
     # Another image model: only the image embedder runs; OCR and text embeddings are taken.
-    other = with_stages(
-        config, image_embed_model=str(build_tiny_clip(root / "clip-b" / "tiny-clip", dim=24))
-    )
+    other_model = str(build_tiny_clip(root / "clip-b" / "tiny-clip", dim=24))
+    other = with_stages(config, image_embed=ImageEmbedSettings(model=other_model))
     second, second_frames = await run(other)
     assert "image_embed" in second
     assert set(second) & {"ocr", "embed"} == set()
@@ -107,7 +106,7 @@ async def test_a_new_image_model_reembeds_frames_and_nothing_else(
     # Only the text embedder changes: the frame vectors come back from the sinks, so nothing
     # reads pixels (the source is gone and the video still completes).
     model = shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), root / "minilm-copy")
-    new_text = with_stages(other, embed_model=str(model))
+    new_text = with_stages(other, embed=EmbedSettings(model=str(model)))
     source.unlink()
     third, _ = await run(new_text)
     assert set(third) & {"ocr", "image_embed"} == set()

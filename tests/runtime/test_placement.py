@@ -56,7 +56,7 @@ def test_what_the_user_set_wins_over_the_profile(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_vlm_keeps_a_pool_of_its_own(tmp_path: Any) -> None:
-    config = placed(load(stages={"vlm_model": str(tmp_path / "some-vlm")}))
+    config = placed(load(stages={"vlm": {"model": str(tmp_path / "some-vlm")}}))
     assert "vlm" not in config.ray.fused
     assert {"ocr", "embed"} <= config.ray.fused
     decode = config.ray.decode

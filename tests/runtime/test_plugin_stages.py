@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from checkpoint.base import VideoState, VideoStatus
 from checkpoint.redis_store import RedisCheckpointStore
-from core.config import ServiceConfig
+from core.config import OcrSettings, ServiceConfig
 from core.records import VideoRef
 from core.search import SearchFilter
 from devkit.samples import Scene, write_video
@@ -167,7 +167,7 @@ async def test_a_video_stage_added_to_finished_videos_decodes_nothing(
     # Processed again for another reason (OCR's settings), a video takes the video stage's
     # output back (it reads only the colours): no time is spent on it.
     ocr = added.model_copy(
-        update={"stages": added.stages.model_copy(update={"ocr_min_score": 0.6})}
+        update={"stages": added.stages.model_copy(update={"ocr": OcrSettings(min_score=0.6)})}
     )
     assert await run(ocr, store, refs[0]) > 0  # OCR needs the pixels again
     status = await settled(store, refs[0].video_id, VideoState.DONE)

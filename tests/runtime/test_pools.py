@@ -158,7 +158,7 @@ async def test_a_replica_that_hangs_fails_the_call_at_its_deadline(
 
 def test_pools_start_from_the_stages_declarations(tmp_path: Path) -> None:
     config = ServiceConfig.load(
-        stages={"vlm_model": str(tmp_path / "any-vlm")}, runtime={"workdir": str(tmp_path)}
+        stages={"vlm": {"model": str(tmp_path / "any-vlm")}}, runtime={"workdir": str(tmp_path)}
     )
     pipeline = Pipeline.from_config(config)
     stages = {"decode": pipeline.decode, **later_stages(pipeline)}
@@ -187,7 +187,7 @@ def test_pools_start_from_the_stages_declarations(tmp_path: Path) -> None:
 
 def test_an_image_embedder_gets_a_pool_of_its_own_or_fuses(tmp_path: Path) -> None:
     config = ServiceConfig.load(
-        stages={"image_embed_model": str(tmp_path / "any-clip")},
+        stages={"image_embed": {"model": str(tmp_path / "any-clip")}},
         runtime={"workdir": str(tmp_path)},
         ray={"image_embed": {"num_cpus": 2.0, "max_batch_size": 8}},
     )

@@ -25,7 +25,13 @@ from checkpoint.redis_store import RedisCheckpointStore
 from consumers.base import RecordInfo
 from consumers.errors import InvalidEvent
 from consumers.events import parse_event
-from core.config import ServiceConfig, StorageSettings
+from core.config import (
+    EmbedSettings,
+    OcrSettings,
+    ServiceConfig,
+    StorageSettings,
+    VlmSettings,
+)
 from core.errors import RetryableError
 from core.records import Chunk, EarlierResult, LocalVideo, ProbeInfo, VideoRef, VideoResult
 from core.speech import SpeechEnd, SpeechPart
@@ -65,7 +71,7 @@ def config(root: Path, redis_url: str) -> ServiceConfig:
         storage={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")},
         limits={"file_roots": (str(root),)},
         # A 384-d text model, so that the MiniLM copy a test changes to fits the same tables.
-        stages={"sample_fps": 2.0, "chunk_frames": 2, "embed_model": "multilingual-e5-small"},
+        stages={"sample_fps": 2.0, "chunk_frames": 2, "embed": {"model": "multilingual-e5-small"}},
         runtime={
             "workdir": str(root / "work"),
             "executor": "local",
@@ -494,9 +500,8 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
     # A VLM stage is added: decoding and OCR are unchanged, so OCR is taken from the first
     # result; the VLM runs on freshly decoded pixels, and the embeddings read its captions.
     vlm = build_tiny_qwen2_vl(root / "tiny-vlm")
-    with_vlm = with_stages(
-        config, vlm_model=str(vlm), vlm_output="caption", vlm_scope="samples", vlm_max_new_tokens=4
-    )
+    captions = VlmSettings(model=str(vlm), output="caption", scope="samples", max_new_tokens=4)
+    with_vlm = with_stages(config, vlm=captions)
     vlm_executor, vlm_results = LocalExecutor(with_vlm), LocalResults(with_vlm)
     try:
         second, second_frames = await run(with_vlm, vlm_executor, vlm_results)
@@ -513,7 +518,7 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
     # Only the embedding model changes: nothing reads pixels, so nothing is decoded (the source
     # is gone and the video still completes); OCR and captions come from the second result.
     model = shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), root / "minilm-copy")
-    new_embedder = with_stages(with_vlm, embed_model=str(model))
+    new_embedder = with_stages(with_vlm, embed=EmbedSettings(model=str(model)))
     source.unlink()
     embed_executor, embed_results = LocalExecutor(new_embedder), LocalResults(new_embedder)
     try:
@@ -535,7 +540,7 @@ async def test_a_new_pipeline_version_recomputes_only_the_stages_that_changed(
 
 def test_stage_versions_change_with_what_each_stage_reads(config: ServiceConfig) -> None:
     base = Pipeline.from_config(config).lineage
-    ocr_changed = Pipeline.from_config(with_stages(config, ocr_min_score=0.9)).lineage
+    ocr_changed = Pipeline.from_config(with_stages(config, ocr=OcrSettings(min_score=0.9))).lineage
     resampled = Pipeline.from_config(with_stages(config, sample_fps=3.0)).lineage
     # The labels and the QR codes read pixels too, not OCR's text: they are kept.
     assert ocr_changed.reusable(base.versions) == frozenset({"labels", "qr", "fingerprint"})

@@ -24,7 +24,7 @@ from api.app import create_app
 from checkpoint.base import VideoState, VideoStatus
 from checkpoint.chunk_store import ChunkStore, chunk_origin
 from checkpoint.redis_store import RedisCheckpointStore
-from core.config import ServiceConfig
+from core.config import OcrSettings, ServiceConfig
 from core.records import Chunk, VideoRef, VideoResult
 from core.search import SearchFilter, SegmentHit
 from core.speech import SpeechPart
@@ -384,7 +384,7 @@ async def test_speech_is_taken_from_the_earlier_result_when_other_stages_change(
     ref = VideoRef("keep-speech", spoken.as_uri())
     first = await done(config, executor, results, store, ref)
     stricter = config.model_copy(
-        update={"stages": config.stages.model_copy(update={"ocr_min_score": 0.6})}
+        update={"stages": config.stages.model_copy(update={"ocr": OcrSettings(min_score=0.6)})}
     )
     rerun, rerun_results = Watched(stricter), LocalResults(stricter)
     try:
@@ -410,7 +410,7 @@ async def found(
 ) -> SegmentHit:
     """The first hit of ``query`` in the video with that partial flag (and of that kind),
     once there is one: speech and on-screen text reach the index in separate writes."""
-    index = LanceSearchIndex.from_settings(config.storage, text_embedder(config.stages.embed_model))
+    index = LanceSearchIndex.from_settings(config.storage, text_embedder(config.stages.embed.model))
     deadline = asyncio.get_running_loop().time() + timeout_s
     where = SearchFilter(video_id=video_id)
     while True:
@@ -423,7 +423,7 @@ async def found(
 
 
 def search_rows(config: ServiceConfig, video_id: str) -> list[dict[str, Any]]:
-    index = LanceSearchIndex.from_settings(config.storage, text_embedder(config.stages.embed_model))
+    index = LanceSearchIndex.from_settings(config.storage, text_embedder(config.stages.embed.model))
     columns = ["kind", "segment", "text", "start_s", "partial"]
     return index.table.rows(filter=f"video_id = '{video_id}'", columns=columns)
 

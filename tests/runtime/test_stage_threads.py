@@ -139,7 +139,7 @@ def config(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> ServiceC
         redis={"url": redis_url, "key_prefix": f"threads-{root.name}"},
         storage={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")},
         limits={"file_roots": (str(root),)},
-        stages={"sample_fps": 2.0, "chunk_frames": 2, "embed_model": "multilingual-e5-small"},
+        stages={"sample_fps": 2.0, "chunk_frames": 2, "embed": {"model": "multilingual-e5-small"}},
         runtime={"workdir": str(root / "work"), "executor": "local"},
     )
 
@@ -173,8 +173,8 @@ async def test_local_executor_runs_a_videos_decoding_and_stages_on_its_own_threa
         await executor.close()
         await results.close()
     await all_done(store, refs)
-    # 4 chunks each: decoded, read (OCR), labelled, searched for QR codes and embedded
-    assert {video: len(threads) for video, threads in calls.items()} == {"left": 20, "right": 20}
+    # 4 chunks each: decoded, read (OCR), labelled, searched for QR codes, hashed and embedded
+    assert {video: len(threads) for video, threads in calls.items()} == {"left": 24, "right": 24}
     left, right = set(calls["left"]), set(calls["right"])
     assert len(left) == len(right) == 1
     assert left != right

@@ -69,7 +69,7 @@ def test_reindex_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     config = tmp_path / "service.yaml"
     storage = {"lance_uri": str(root), "object_store_uri": str(tmp_path / "objects")}
     config.write_text(
-        yaml.safe_dump({"storage": storage, "stages": {"embed_model": "use-multilingual-v3"}})
+        yaml.safe_dump({"storage": storage, "stages": {"embed": {"model": "use-multilingual-v3"}}})
     )
     assert cli_main(["reindex", "--config", str(config)]) == 0
     printed = capsys.readouterr().out

@@ -14,7 +14,7 @@ from core.speech import Speech, SpeechSegment
 from stages.chapters import ChaptersStage
 
 SLIDE_S = 12.0
-EMBEDDER = StageSettings().embed_model  # the one search uses
+EMBEDDER = StageSettings().embed.model  # the one search uses
 BOX = ((10.0, 10.0), (200.0, 10.0), (200.0, 40.0), (10.0, 40.0))
 
 

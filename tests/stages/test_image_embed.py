@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config import ServiceConfig, StageSettings
+from core.config import ImageEmbedSettings, ServiceConfig, StageSettings
 from core.records import Chunk, Frame
 from devkit.tiny_clip import build_tiny_clip
 from runtime.executor import merge_outputs
@@ -26,7 +26,7 @@ def tiny_clip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def stage(tiny_clip_dir: Path) -> Iterator[ImageEmbedStage]:
-    embed = ImageEmbedStage(StageSettings(image_embed_model=str(tiny_clip_dir)))
+    embed = ImageEmbedStage(StageSettings(image_embed=ImageEmbedSettings(model=str(tiny_clip_dir))))
     embed.setup()
     yield embed
     embed.teardown()
@@ -67,9 +67,9 @@ def test_off_unless_a_model_is_configured(tiny_clip_dir: Path) -> None:
     plain = Pipeline.from_config(config())
     assert "image_embed" not in {stage.name for stage in plain.image_stages}
     assert "image_embed" not in plain.lineage.versions
-    with pytest.raises(ValueError, match="image_embed_model"):
+    with pytest.raises(ValueError, match=r"image_embed\.model"):
         ImageEmbedStage(StageSettings())
-    on = Pipeline.from_config(config(image_embed_model=str(tiny_clip_dir)))
+    on = Pipeline.from_config(config(image_embed={"model": str(tiny_clip_dir)}))
     assert on.lineage.fills["image_embed"] == ("image_embedding",)
     assert "image_embedding" in on.lineage.analysed_fields
     assert on.version != plain.version
@@ -79,14 +79,12 @@ def test_a_new_image_model_changes_its_version_and_nothing_else(
     tiny_clip_dir: Path, tmp_path: Path
 ) -> None:
     other = build_tiny_clip(tmp_path / "tiny-clip", dim=DIM * 2)  # the same name, another model
-    base = Pipeline.from_config(config(image_embed_model=str(tiny_clip_dir))).lineage
-    changed = Pipeline.from_config(config(image_embed_model=str(other))).lineage
+    base = Pipeline.from_config(config(image_embed={"model": str(tiny_clip_dir)})).lineage
+    changed = Pipeline.from_config(config(image_embed={"model": str(other)})).lineage
     assert {s for s in base.versions if base.versions[s] != changed.versions[s]} == {"image_embed"}
     assert changed.reusable(base.versions) == frozenset({"ocr", "labels", "qr", "fingerprint"})
     assert changed.embeddings_reusable(base.versions)  # the embedder reads no pixels
     assert base.text_stages == frozenset({"ocr"})
     # Speed only: not part of the version.
-    faster = config(
-        image_embed_model=str(tiny_clip_dir), image_embed_threads=4, image_embed_batch_size=2
-    )
+    faster = config(image_embed={"model": str(tiny_clip_dir), "threads": 4, "batch_size": 2})
     assert Pipeline.from_config(faster).lineage.versions == base.versions

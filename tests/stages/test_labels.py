@@ -71,7 +71,7 @@ def test_each_photograph_is_labelled_with_the_kind_it_shows(photos_result: Video
 def index(
     tmp_path_factory: pytest.TempPathFactory, config: ServiceConfig, photos_result: VideoResult
 ) -> Iterator[LanceSearchIndex]:
-    embedder = text_embedder(config.stages.embed_model)  # the default, multilingual
+    embedder = text_embedder(config.stages.embed.model)  # the default, multilingual
     embedder.load()
     sink = LanceSearchIndex(str(tmp_path_factory.mktemp("lance")), embedder)
     sink.open()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from core.config import StageSettings
+from core.config import OcrSettings, StageSettings
 from core.records import Chunk, Frame
 from devkit.samples import render_frame
 from models.errors import InvalidImage
@@ -26,7 +26,7 @@ def chunk(video_id: str, index: int, images: list[np.ndarray | None]) -> Chunk:
 
 @pytest.fixture(scope="module")
 def stage() -> Iterator[OcrStage]:
-    ocr = OcrStage(StageSettings(ocr_det_limit_side=640, ocr_min_score=0.5, ocr_threads=1))
+    ocr = OcrStage(StageSettings(ocr=OcrSettings(det_limit_side=640, min_score=0.5, threads=1)))
     ocr.setup()
     yield ocr
     ocr.teardown()
@@ -69,15 +69,15 @@ def test_a_bad_frame_fails_its_own_video_only(stage: OcrStage) -> None:
 def test_version_params_cover_what_changes_the_output() -> None:
     base = OcrStage(StageSettings()).version_params()
     assert "rapidocr" in str(base["model"])
-    assert OcrStage(StageSettings(ocr_det_limit_side=960)).version_params() != base
-    assert OcrStage(StageSettings(ocr_min_score=0.7)).version_params() != base
+    assert OcrStage(StageSettings(ocr=OcrSettings(det_limit_side=960))).version_params() != base
+    assert OcrStage(StageSettings(ocr=OcrSettings(min_score=0.7))).version_params() != base
     # Threads change speed, not text.
-    assert OcrStage(StageSettings(ocr_threads=2)).version_params() == base
+    assert OcrStage(StageSettings(ocr=OcrSettings(threads=2))).version_params() == base
 
 
 def test_resources_are_the_pool_defaults() -> None:
     # What an OCR pool got before stages declared it; threads follow the CPUs granted.
-    assert OcrStage(StageSettings(ocr_threads=2)).resources == Resources(cpus=0.8)
+    assert OcrStage(StageSettings(ocr=OcrSettings(threads=2))).resources == Resources(cpus=0.8)
 
 
 def test_process_before_setup_and_after_teardown() -> None:

@@ -195,7 +195,7 @@ def test_a_stage_reads_the_versions_of_the_stages_that_fill_what_it_reads(
         "decode", "ocr", "labels", "qr", "fingerprint", "embed", "colour", "colour_runs",
         "shot_labels", "chapters", "review", "duplicates",
     }  # fmt: skip
-    ocr = versions(ocr_min_score=0.7)  # the text: what embeds it and chapters it, not colours
+    ocr = versions(ocr={"min_score": 0.7})  # the text: what embeds it and chapters it, not colours
     assert {k for k in base if base[k] != ocr[k]} == {"ocr", "embed", "chapters", "review"}
 
 

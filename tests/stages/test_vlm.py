@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config import StageSettings
+from core.config import StageSettings, VlmSettings
 from core.description import DESCRIPTION_PROMPT, ShotDescription
 from core.records import Chunk, Frame, ShotBoundary
 from devkit.samples import render_frame
@@ -27,15 +27,15 @@ def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny-qwen2-vl"))
 
 
-def settings(model: Path, **extra: object) -> StageSettings:
-    """Captions of every sample, unless ``extra`` says otherwise."""
-    chosen: dict[str, object] = {"vlm_output": "caption", "vlm_scope": "samples", **extra}
-    return StageSettings(vlm_model=str(model), vlm_max_new_tokens=6, **chosen)  # type: ignore[arg-type]
+def settings(model: Path, **vlm: object) -> StageSettings:
+    """Captions of every sample, unless ``vlm`` (fields of ``stages.vlm``) says otherwise."""
+    chosen: dict[str, object] = {"output": "caption", "scope": "samples", **vlm}
+    return StageSettings(vlm=VlmSettings(model=str(model), max_new_tokens=6, **chosen))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
 def stage(tiny_vlm_dir: Path) -> Iterator[VlmStage]:
-    vlm = VlmStage(settings(tiny_vlm_dir, vlm_batch_size=1))
+    vlm = VlmStage(settings(tiny_vlm_dir, batch_size=1))
     vlm.setup()
     yield vlm
     vlm.teardown()
@@ -68,7 +68,7 @@ def test_captions_land_on_their_frames(stage: VlmStage, tiny_vlm_dir: Path) -> N
 
     reference = TransformersVlmEngine(str(tiny_vlm_dir), batch_size=1)
     reference.load()
-    prompt = StageSettings().vlm_prompt
+    prompt = StageSettings().vlm.prompt
     expected = [reference.caption([image], prompt, 6)[0] for image in (black, noise, white, text)]
     assert [captions[0], captions[2], captions[3], captions[4]] == expected
     assert len(set(expected)) > 1  # the frames do get different answers
@@ -83,7 +83,7 @@ def test_same_frames_same_captions(stage: VlmStage) -> None:
 
 
 def test_cross_video_batches_in_one_generate_call(tiny_vlm_dir: Path) -> None:
-    vlm = VlmStage(settings(tiny_vlm_dir, vlm_batch_size=8))
+    vlm = VlmStage(settings(tiny_vlm_dir, batch_size=8))
     vlm.setup()
     chunks = [
         Chunk(f"video-{n}", 0, [Frame(0, 0.0, image)]) for n, image in enumerate(images()[:3])
@@ -95,21 +95,21 @@ def test_cross_video_batches_in_one_generate_call(tiny_vlm_dir: Path) -> None:
 
 
 def test_needs_a_model() -> None:
-    with pytest.raises(ValueError, match="vlm_model"):
+    with pytest.raises(ValueError, match=r"vlm\.model"):
         VlmStage(StageSettings())
 
 
 def test_version_params_cover_prompt_model_and_engine(tiny_vlm_dir: Path) -> None:
     base = VlmStage(settings(tiny_vlm_dir)).version_params()
     assert base["model"] == str(tiny_vlm_dir)
-    assert VlmStage(settings(tiny_vlm_dir, vlm_prompt="Tags?")).version_params() != base
-    assert VlmStage(settings(tiny_vlm_dir, vlm_engine="vllm")).version_params() != base
-    assert VlmStage(settings(tiny_vlm_dir, vlm_max_pixels=200_704)).version_params() != base
-    assert VlmStage(settings(tiny_vlm_dir, vlm_batch_size=3)).version_params() == base
+    assert VlmStage(settings(tiny_vlm_dir, prompt="Tags?")).version_params() != base
+    assert VlmStage(settings(tiny_vlm_dir, engine="vllm")).version_params() != base
+    assert VlmStage(settings(tiny_vlm_dir, max_pixels=200_704)).version_params() != base
+    assert VlmStage(settings(tiny_vlm_dir, batch_size=3)).version_params() == base
 
 
 def test_each_shot_is_described_in_the_schema(tiny_vlm_dir: Path) -> None:
-    vlm = VlmStage(settings(tiny_vlm_dir, vlm_output="description", vlm_scope="shots"))
+    vlm = VlmStage(settings(tiny_vlm_dir, output="description", scope="shots"))
     vlm.setup()
     try:
         cut = ShotBoundary(2.0, "cut", 40.0, 2.0, 2.0)
@@ -154,7 +154,7 @@ async def test_process_async_answers_as_process_batch(stage: VlmStage) -> None:
 
 
 def test_an_answer_cut_short_is_no_description(tiny_vlm_dir: Path) -> None:
-    vlm = VlmStage(settings(tiny_vlm_dir, vlm_output="description", vlm_description_max_tokens=64))
+    vlm = VlmStage(settings(tiny_vlm_dir, output="description", description_max_tokens=64))
     vlm.setup()
     try:
         (out,) = vlm.process_batch([Chunk("video-e", 0, [Frame(0, 0.0, images()[1])])])
@@ -166,13 +166,17 @@ def test_an_answer_cut_short_is_no_description(tiny_vlm_dir: Path) -> None:
 
 
 def test_description_version_covers_schema_prompt_and_scope(tiny_vlm_dir: Path) -> None:
-    described = settings(tiny_vlm_dir, vlm_output="description", vlm_scope="shots")
+    described = settings(tiny_vlm_dir, output="description", scope="shots")
     base = VlmStage(described).version_params()
     assert base["schema"] is not None
     assert base != VlmStage(settings(tiny_vlm_dir)).version_params()
-    other_prompt = described.model_copy(update={"vlm_description_prompt": "JSON please."})
+    other_prompt = described.model_copy(
+        update={"vlm": described.vlm.model_copy(update={"description_prompt": "JSON please."})}
+    )
     assert VlmStage(other_prompt).version_params() != base
-    every_sample = described.model_copy(update={"vlm_scope": "samples"})
+    every_sample = described.model_copy(
+        update={"vlm": described.vlm.model_copy(update={"scope": "samples"})}
+    )
     assert VlmStage(every_sample).version_params() != base
     # Without shot boundaries there are no shots to go by: every sample is described.
     no_shots = described.model_copy(update={"shot_detection": False})
@@ -181,6 +185,6 @@ def test_description_version_covers_schema_prompt_and_scope(tiny_vlm_dir: Path) 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
 def test_vllm_stage_needs_vllm_on_its_node(tiny_vlm_dir: Path) -> None:
-    vlm = VlmStage(settings(tiny_vlm_dir, vlm_engine="vllm"))
+    vlm = VlmStage(settings(tiny_vlm_dir, engine="vllm"))
     with pytest.raises(ModelUnavailable, match="vllm"):
         vlm.setup()

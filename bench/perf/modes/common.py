@@ -212,12 +212,11 @@ def stage_overrides(
 ) -> dict[str, Any]:
     return {
         "sample_fps": spec.sample_fps,
-        "ocr_det_limit_side": spec.ocr_det_limit_side,
+        "ocr": {"det_limit_side": spec.ocr_det_limit_side, "threads": ocr_threads},
         "chunk_frames": spec.chunk_frames,
         "sample_mode": spec.sample_mode,
         "skip_nonref_frames": spec.skip_nonref_frames,
-        "ocr_threads": ocr_threads,
-        "embed_threads": embed_threads,
+        "embed": {"threads": embed_threads},
         "decode_threads": decode_threads,
     }
 

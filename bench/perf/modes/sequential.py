@@ -155,7 +155,7 @@ def _writer(config: ServiceConfig, root: Path) -> SinkWriter:
     storage = config.storage.model_copy(
         update={"lance_uri": str(root / "lance"), "object_store_uri": str(root / "objects")}
     )
-    text_model = text_embedder(config.stages.embed_model, threads=config.stages.embed_threads)
+    text_model = text_embedder(config.stages.embed.model, threads=config.stages.embed.threads)
     return SinkWriter.from_settings(
         storage, text_model=text_model, image_model=image_embedder(config.stages)
     )

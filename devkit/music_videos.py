@@ -10,13 +10,12 @@ steady sine tone, by contrast, is mostly nothing to it.
 
 from __future__ import annotations
 
-import wave
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from devkit.speech_videos import mux_audio, write_plain_video
+from devkit.speech_videos import mux_audio, write_plain_video, write_wav
 
 NOTES_HZ = (261.63, 293.66, 329.63, 349.23, 392.0, 440.0, 493.88, 523.25)  # C4 to C5
 NOTE_S = 0.25
@@ -42,14 +41,7 @@ def melody(seconds: float, *, rate: int = 16_000, seed: int = 0) -> npt.NDArray[
 
 def write_melody_wav(path: Path, seconds: float, *, rate: int = 44_100, seed: int = 0) -> Path:
     """The melody as a 16-bit mono WAV at ``path``."""
-    samples = np.round(melody(seconds, rate=rate, seed=seed) * 32767).astype("<i2")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(samples.tobytes())
-    return path
+    return write_wav(path, melody(seconds, rate=rate, seed=seed), rate)
 
 
 def write_music_video(

@@ -264,7 +264,12 @@ def write_tone(
 ) -> Path:
     """A sine tone as a 16-bit mono WAV: a sound whose position is easy to find again."""
     t = np.arange(round(seconds * rate)) / rate
-    pcm = np.round(amplitude * 32767 * np.sin(2 * np.pi * hz * t)).astype("<i2")
+    return write_wav(path, amplitude * np.sin(2 * np.pi * hz * t), rate)
+
+
+def write_wav(path: Path, samples: npt.NDArray[np.floating], rate: int) -> Path:
+    """Mono samples in [-1, 1] as a 16-bit WAV at ``path``."""
+    pcm = np.round(np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
     path.parent.mkdir(parents=True, exist_ok=True)
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)

@@ -92,7 +92,14 @@ async def test_plug_in_stages_under_the_backfill_and_the_service(service_run: Se
     async with httpx.AsyncClient(base_url=api, timeout=60) as client:
         stages = (await client.get("/v1/stages")).json()["stages"]
         # The service's stages, then the package's, each after what it reads.
-        assert stages[-5:] == ["colour", "shot_labels", "chapters", "review", "colour_runs"]
+        assert stages[-6:] == [
+            "colour",
+            "shot_labels",
+            "chapters",
+            "review",
+            "duplicates",
+            "colour_runs",
+        ]
         versions = {}
         for video_id in ("vid-00", "vid-13", fresh):
             answer = await client.get(f"/v1/videos/{video_id}/result", params={"frames": True})

@@ -16,7 +16,6 @@ analysed again, a video forgotten, a compaction) makes the next refresh read it 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -27,8 +26,6 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from sinks.lance_table import LanceTable
-
-log = logging.getLogger(__name__)
 
 BANDS = 4
 _BAND_BITS = 16
@@ -42,9 +39,8 @@ U64 = NDArray[np.uint64]
 
 @dataclass(frozen=True)
 class Probe:
-    """One sample of the video looked up: its time, hash and weak bits."""
+    """One sample of the video looked up: its hash and weak bits."""
 
-    time_s: float
     value: int
     weak: int
 

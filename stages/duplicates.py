@@ -88,9 +88,9 @@ class DuplicatesStage(VideoStage):
         times = np.asarray([s.time_s for s in samples], dtype=np.float64)
         for mirrored in (False, True):
             probes = [
-                Probe(s.time_s, s.hash.mirror, s.hash.mirror_weak)
+                Probe(s.hash.mirror, s.hash.mirror_weak)
                 if mirrored
-                else Probe(s.time_s, s.hash.value, s.hash.weak)
+                else Probe(s.hash.value, s.hash.weak)
                 for s in samples
             ]
             hits = self.library.hits(

@@ -40,7 +40,7 @@ def library_on(root: Path) -> tuple[LanceFingerprintSink, FingerprintLibrary]:
 
 
 def probes(values: list[int]) -> list[Probe]:
-    return [Probe(float(i), value, 0) for i, value in enumerate(values)]
+    return [Probe(value, 0) for value in values]
 
 
 def test_a_row_a_second_of_pictures_that_are_not_flat(tmp_path: Path) -> None:
@@ -99,10 +99,10 @@ def test_a_refresh_reads_new_writes_and_rereads_after_rows_went(tmp_path: Path) 
 def test_each_band_is_probed_with_its_weak_bits_flipped() -> None:
     value = (0xABCD << 16) | 0x1234
     weak = 0b111 << 16 | 0b1  # three weak bits in band 1, one in band 0
-    keys, owners = probes_of([Probe(0.0, value, weak)], band=1)
+    keys, owners = probes_of([Probe(value, weak)], band=1)
     assert sorted(keys.tolist()) == sorted(0xABCD ^ flip for flip in range(8))
     assert set(owners.tolist()) == {0}
-    keys, _ = probes_of([Probe(0.0, value, weak)], band=0)
+    keys, _ = probes_of([Probe(value, weak)], band=0)
     assert sorted(keys.tolist()) == [0x1234, 0x1234 ^ 1]
     assert [int(band_of(np.asarray([value], dtype=np.uint64), b)[0]) for b in range(BANDS)] == [
         0x1234, 0xABCD, 0, 0,
